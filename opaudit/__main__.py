@@ -1,0 +1,3 @@
+from opaudit.cli import main
+
+main()

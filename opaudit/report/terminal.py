@@ -1,0 +1,151 @@
+"""The terminal view of a trace: a header with how it was taken, and the op table by phase.
+
+A view of ``Trace.to_pandas()``: grouping happens on that frame, so this table and every other
+format agree.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from opaudit.trace.schema import PHASES, Trace
+
+_PHASE_STYLE = {"forward": "cyan", "backward": "magenta", "optimizer": "green"}
+
+
+def _short(values, limit: int) -> str:
+    values = [v for v in values if v]
+    if not values:
+        return ""
+    shown = ", ".join(values[:limit])
+    return shown + (f" +{len(values) - limit}" if len(values) > limit else "")
+
+
+def display_name(op: str) -> str:
+    """``aten::view.default`` -> ``view``; ``aten::add.Tensor`` -> ``add.Tensor``; other namespaces kept."""
+    return op.removeprefix("aten::").removesuffix(".default")
+
+
+def op_table(trace: Trace, *, top: int | None = None):
+    """One row per (phase, within, kind, op): calls, dtype signatures, modules and lines, most called first.
+
+    Ops run inside a device-selected composite follow its ``choice`` row (``within`` set); ``top``
+    limits the top-level rows per phase (a choice keeps its inner rows).
+    """
+    import pandas as pd
+
+    df = trace.to_pandas()
+    if df.empty:
+        return df
+    for col in ("module", "source", "within"):
+        df[col] = df[col].fillna("")
+
+    def ranked(g, col):
+        s = g.groupby(col)["calls"].sum().sort_values(ascending=False, kind="stable")
+        return [str(k) for k in s.index if k != ""]
+
+    rows = []
+    for (phase, within, kind, op), g in df.groupby(["phase", "within", "kind", "op"], sort=False):
+        rows.append({"phase": phase, "within": within, "kind": kind, "op": op, "calls": int(g["calls"].sum()),
+                     "dtypes": ranked(g, "dtypes"), "modules": ranked(g, "module"), "sources": ranked(g, "source")})
+    table = pd.DataFrame(rows)
+    ordered = []
+    for phase in PHASES:
+        in_phase = table[table["phase"] == phase]
+        outer = in_phase[in_phase["within"] == ""].sort_values(["calls", "op"], ascending=[False, True], kind="stable")
+        if top is not None:
+            outer = outer.head(top)
+        for r in outer.itertuples(index=False):
+            ordered.append(r._asdict())
+            if r.kind == "choice":
+                inner = in_phase[in_phase["within"] == r.op].sort_values(["calls", "op"], ascending=[False, True],
+                                                                         kind="stable")
+                ordered.extend(x._asdict() for x in inner.itertuples(index=False))
+        # inner ops whose choice was called in another phase (the backward of an attention, say):
+        # under a heading row of their own, which has no calls
+        shown = set(outer["op"]) if len(outer) else set()
+        orphans = in_phase[(in_phase["within"] != "") & ~in_phase["within"].isin(shown)]
+        for within, inner in orphans.groupby("within", sort=True):
+            ordered.append({"phase": phase, "within": "", "kind": "choice", "op": within, "calls": None,
+                            "dtypes": [], "modules": [], "sources": []})
+            inner = inner.sort_values(["calls", "op"], ascending=[False, True], kind="stable")
+            ordered.extend(x._asdict() for x in inner.itertuples(index=False))
+    return pd.DataFrame(ordered, columns=table.columns)
+
+
+def render_trace(trace: Trace, console: Console, *, top: int | None = None) -> None:
+    m = trace.meta
+    what = m.source.get("path") or m.source.get("model") or "code"
+    if m.source.get("factory") and m.source.get("factory") != "get_model":
+        what += f":{m.source['factory']}"
+    distinct = len(trace.ops())
+    head = Text()
+    head.append(f"{what}", style="bold")
+    head.append(f"  mode {m.mode}", style="yellow")
+    head.append(f" ({m.mode_reason})" if m.mode_reason else "")
+    console.print(head)
+    details = [f"torch {m.torch_version}", f"device {m.device}", f"phases {', '.join(m.phases) or '-'}"]
+    if m.optimizer:
+        details.append(f"optimizer {m.optimizer}")
+    if m.amp:
+        details.append(f"amp {m.amp['dtype']} ({m.amp['policy']} policy{', GradScaler' if m.amp.get('grad_scaler') else ''})")
+    if m.steps:
+        details.append(f"{m.steps} steps")
+    console.print("  " + " · ".join(details), style="dim")
+    console.print(f"  {m.total_calls:,} op calls, {distinct} distinct ops"
+                  + (f", {len(trace.custom_ops)} custom" if trace.custom_ops else ""), style="dim")
+    if m.status != "complete":
+        console.print(f"  trace {m.status}: {m.error}", style="bold red" if m.status == "partial" else "yellow")
+    for w in m.warnings:
+        console.print(f"  warning: {w}", style="yellow")
+    if m.scalar_guesses:
+        n = sum(m.scalar_guesses.values())
+        console.print(f"  {n} .item() value(s) guessed on {m.mode} tensors at "
+                      f"{_short(sorted(m.scalar_guesses), 3)} (see docs/trace-format.md)", style="yellow")
+
+    import pandas as pd
+
+    rows = op_table(trace, top=top)
+    if len(rows) == 0:
+        console.print("no ops recorded", style="yellow")
+        return
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    t.add_column("phase", no_wrap=True, min_width=9)
+    t.add_column("op", no_wrap=True, min_width=18)
+    t.add_column("calls", justify="right", no_wrap=True, min_width=6)
+    t.add_column("dtypes", no_wrap=True, overflow="ellipsis", max_width=28)
+    t.add_column("modules", no_wrap=True, overflow="ellipsis")
+    t.add_column("source", no_wrap=True, overflow="ellipsis")
+    last = None
+    current_choice = None
+    for r in rows.itertuples():
+        if last is not None and r.phase != last:
+            t.add_section()
+            current_choice = None
+        if r.kind == "choice":
+            current_choice = r.op
+        name = display_name(r.op)
+        if r.within:
+            op = Text("  └ " if r.within == current_choice else f"  └ ({display_name(r.within)}) ", style="dim")
+            op.append(name)
+        else:
+            op = Text(name)
+        if r.kind == "choice":
+            op.stylize("bold blue")
+            op.append(" [choice]", style="blue")
+        elif r.kind == "custom":
+            op.stylize("bold yellow")
+            op.append(" [custom]", style="yellow")
+        t.add_row(
+            Text(r.phase if r.phase != last else "", style=_PHASE_STYLE.get(r.phase, "")),
+            op,
+            "" if pd.isna(r.calls) else f"{int(r.calls):,}",
+            _short(r.dtypes, 2),
+            _short(r.modules, 2),
+            _short(r.sources, 1),
+        )
+        last = r.phase
+    console.print(t)

@@ -1,0 +1,19 @@
+"""trace/: what the model runs -> a Trace (see DESIGN.md and docs/trace-format.md)."""
+
+from opaudit.trace.recorder import TraceStopped
+from opaudit.trace.run import Recorder, default_loss, default_optimizer, record, trace
+from opaudit.trace.schema import SCHEMA_VERSION, OpRecord, Trace, TraceMeta, load_trace
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "OpRecord",
+    "Recorder",
+    "Trace",
+    "TraceMeta",
+    "TraceStopped",
+    "default_loss",
+    "default_optimizer",
+    "load_trace",
+    "record",
+    "trace",
+]

@@ -1,0 +1,222 @@
+"""Who issued an op: the module (global forward hooks) and the user's source line (frame walk).
+
+Backward ops are attributed through autograd sequence numbers by the recorder; this file supplies
+the forward side that those numbers point back to.
+"""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+from pathlib import Path
+from types import CodeType, FrameType
+
+import torch
+from torch import nn
+
+_USER, _INTERNAL, _OPTIMIZER, _BACKWARD, _OPAUDIT = 0, 1, 2, 3, 4
+
+# what SourceLocator.locate says about the frames it passed on the way to the user's line
+HINT_NONE, HINT_OPTIMIZER, HINT_BACKWARD = 0, _OPTIMIZER, _BACKWARD
+_BACKWARD_FUNCTIONS = frozenset({"backward", "grad", "_make_grads", "_engine_run_backward"})
+
+
+def _in_site_packages(path: str) -> bool:
+    return f"{os.sep}site-packages{os.sep}" in path or f"{os.sep}dist-packages{os.sep}" in path
+
+
+def _dir_of(module) -> str:
+    return str(Path(module.__file__).resolve().parent) + os.sep
+
+
+class ModuleStack:
+    """The path of the module whose forward is running, kept by two global module hooks.
+
+    Paths are the ``named_modules()`` names of ``root`` (``""`` is the root itself). A module the
+    tracer was not told about is named from the module that called it, or, at top level, by its
+    class name (a loss module, or any model of a script traced with ``opaudit trace``).
+    """
+
+    def __init__(self, root: nn.Module | None = None):
+        self.stack: list[str] = []
+        self.types: dict[str, str] = {}
+        self._paths: dict[int, tuple[nn.Module, str]] = {}
+        self._by_path: dict[str, nn.Module] = {}
+        self._param_owner: dict[int, str] | None = None
+        self._handles: list = []
+        if root is not None:
+            for name, m in root.named_modules():
+                self._remember(m, name)
+
+    def _remember(self, module: nn.Module, path: str) -> str:
+        self._paths[id(module)] = (module, path)
+        self._by_path.setdefault(path, module)
+        self.types.setdefault(path, type(module).__qualname__)
+        self._param_owner = None
+        return path
+
+    def _name(self, module: nn.Module) -> str:
+        if self.stack:
+            parent_path = self.stack[-1]
+            parent = self._by_path.get(parent_path)
+            if parent is not None:
+                for name, child in parent.named_modules():
+                    if child is module and name:
+                        return self._remember(module, f"{parent_path}.{name}" if parent_path else name)
+            base = f"{parent_path}.<{type(module).__name__}>" if parent_path else f"<{type(module).__name__}>"
+        else:
+            base = type(module).__name__
+        path, n = base, 1
+        while path in self._by_path:
+            n += 1
+            path = f"{base}#{n}"
+        for name, m in module.named_modules():  # its children get names under it at once
+            if id(m) not in self._paths:
+                self._remember(m, f"{path}.{name}" if name else path)
+        return path
+
+    # the two hooks: kept minimal, they run on every module call
+    def _pre(self, module: nn.Module, args) -> None:
+        entry = self._paths.get(id(module))
+        self.stack.append(entry[1] if entry is not None and entry[0] is module else self._name(module))
+
+    def _post(self, module: nn.Module, args, output) -> None:
+        if self.stack:
+            self.stack.pop()
+
+    def install(self) -> None:
+        from torch.nn.modules import module as mod
+
+        self._handles = [mod.register_module_forward_pre_hook(self._pre)]
+        try:
+            self._handles.append(mod.register_module_forward_hook(self._post, always_call=True))
+        except TypeError:  # torch < 2.2 has no always_call
+            self._handles.append(mod.register_module_forward_hook(self._post))
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        self.stack.clear()
+
+    def owner_of(self, param: torch.Tensor) -> str | None:
+        """The path of the module that holds ``param`` (for AccumulateGrad in backward)."""
+        if self._param_owner is None or id(param) not in self._param_owner:
+            owner: dict[int, str] = {}
+            for module, path in list(self._paths.values()):
+                for p in module.parameters(recurse=False):
+                    owner.setdefault(id(p), path)
+            self._param_owner = owner
+        return self._param_owner.get(id(param))
+
+
+class SourceLocator:
+    """The first frame outside torch (and opaudit, and the standard library): the user's line.
+
+    One dict lookup per frame: each code object is classified once. Frames of ``torch.optim``,
+    the grad scalers and ``clip_grad`` mark the op as part of the optimizer step, and those of
+    ``torch.autograd.backward`` as part of the backward pass.
+    """
+
+    def __init__(self, skip: tuple[str, ...] = ()):
+        import opaudit
+
+        opaudit_dir = _dir_of(opaudit)
+        self._internal = (_dir_of(torch), opaudit_dir, *skip)
+        # opaudit's driver calls the model, the default loss and the optimizer: a walk that reaches it
+        # found no user line (the recorder's own frames, by contrast, sit under every op: skipped)
+        self._driver = os.path.join(opaudit_dir, "trace", "run.py")
+        stdlib = []
+        for key in ("stdlib", "platstdlib"):
+            p = sysconfig.get_paths().get(key)
+            if p:
+                stdlib.append(str(Path(p).resolve()) + os.sep)
+        self._stdlib = tuple(stdlib)
+        tdir = _dir_of(torch)
+        self._optimizer = (
+            os.path.join(tdir, "optim") + os.sep,
+            os.path.join(tdir, "amp", "grad_scaler.py"),
+            os.path.join(tdir, "cuda", "amp", "grad_scaler.py"),
+            os.path.join(tdir, "nn", "utils", "clip_grad.py"),
+        )
+        # torch.autograd.backward seeds the gradient (ones_like) before the engine runs a node
+        self._autograd = (
+            os.path.join(tdir, "autograd") + os.sep,
+            os.path.join(tdir, "_tensor.py"),
+        )
+        # keyed by id(code): hashing a code object hashes its bytecode, far too slow for every op;
+        # the code objects are kept in _codes so that their ids stay theirs
+        self._kind: dict[int, int] = {}
+        self._codes: dict[int, CodeType] = {}
+
+    def _classify(self, code: CodeType) -> int:
+        fn = code.co_filename
+        if fn.startswith("<frozen"):
+            kind = _INTERNAL
+        else:
+            full = os.path.realpath(fn) if os.path.isabs(fn) else fn
+            if full.startswith(self._optimizer):
+                kind = _OPTIMIZER
+            elif full.startswith(self._autograd) and code.co_name in _BACKWARD_FUNCTIONS:
+                kind = _BACKWARD
+            elif full == self._driver:
+                kind = _OPAUDIT
+            elif full.startswith(self._internal):
+                kind = _INTERNAL
+            elif full.startswith(self._stdlib) and not _in_site_packages(full):
+                kind = _INTERNAL
+            else:
+                kind = _USER
+        self._kind[id(code)] = kind
+        self._codes[id(code)] = code
+        return kind
+
+    def locate(self, frame: FrameType | None) -> tuple[tuple[int, int] | None, int]:
+        """(id of the code, instruction offset) of the first user frame at or above ``frame``, and a phase hint.
+
+        The offset, not the line: reading ``f_lineno`` decodes the line table on every op, while
+        :func:`line_of` does it once per distinct location when the trace is built.
+
+        The hint is HINT_OPTIMIZER or HINT_BACKWARD when the nearest torch frame on the way belongs
+        to an optimizer step or to ``torch.autograd.backward``, else HINT_NONE.
+        """
+        kinds = self._kind
+        hint = HINT_NONE
+        while frame is not None:
+            code = frame.f_code
+            kind = kinds.get(id(code))
+            if kind is None:
+                kind = self._classify(code)
+            if kind == _USER:
+                return (id(code), frame.f_lasti), hint
+            if kind == _OPAUDIT:  # opaudit's own driver called it (default loss, optimizer): no user line
+                return None, hint
+            if (kind == _OPTIMIZER or kind == _BACKWARD) and hint == HINT_NONE:
+                hint = kind
+            frame = frame.f_back
+        return None, hint
+
+
+    def resolve(self, loc: tuple[int, int]) -> tuple[str, int]:
+        """(file, line) of a location returned by :meth:`locate`."""
+        code = self._codes[loc[0]]
+        return code.co_filename, line_of(code, loc[1])
+
+
+def line_of(code: CodeType, offset: int) -> int:
+    """The source line of the instruction at byte ``offset`` of ``code``."""
+    for start, end, line in code.co_lines():
+        if start <= offset < end and line is not None:
+            return line
+    return code.co_firstlineno
+
+
+_locators: dict[tuple[str, ...], SourceLocator] = {}
+
+
+def source_locator(skip: tuple[str, ...] = ()) -> SourceLocator:
+    """The process-wide locator for ``skip``: its per-code cache outlives one recording."""
+    loc = _locators.get(skip)
+    if loc is None:
+        loc = _locators[skip] = SourceLocator(skip)
+    return loc

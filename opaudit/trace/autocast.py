@@ -1,0 +1,214 @@
+"""Mixed precision as an accelerator runs it: CUDA's autocast policy, applied on CPU, meta and fake.
+
+CPU autocast follows another policy than CUDA (on CPU softmax, layer_norm, exp or sum stay in low
+precision), and meta tensors have no autocast at all. Accelerator plugins copy CUDA's lists. So,
+for the duration of a trace, this module registers Python kernels on the AutocastCPU key that
+implement CUDA's policy (coverage_db/curated/autocast_policy.toml), makes every other AutocastCPU
+kernel a fallthrough, and includes the AutocastCPU key for meta tensors too. Leaving the context
+removes the kernels, and torch's own are back.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import torch
+
+from opaudit.data import load_toml
+
+_KEY = torch._C.DispatchKey.AutocastCPU
+_EXCLUDE = torch._C.DispatchKeySet(_KEY)
+AMP_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+@dataclass
+class Policy:
+    """op key (``aten::softmax.int``) -> policy name, for the ops the installed torch registers."""
+
+    ops: dict[str, str]
+    append_dtype: dict[str, str]  # registered norm overload -> the dtype-taking overload
+    unknown: list[str] = field(default_factory=list)  # on AutocastCUDA here, not in the data
+
+
+def _key(name: str) -> str:
+    return f"aten::{name}"
+
+
+@cache
+def cuda_policy() -> Policy:
+    data = load_toml("coverage_db", "curated/autocast_policy.toml")["policy"]
+    registered = set(torch._C._dispatch_get_registrations_for_dispatch_key("AutocastCUDA"))
+    ops: dict[str, str] = {}
+    append: dict[str, str] = {}
+    for policy, names in data.items():
+        for name in names:
+            if policy == "fp32_append_dtype":
+                name, _, target = name.partition("=")
+                append[_key(name)] = target
+            if _key(name) in registered:
+                ops[_key(name)] = policy
+    unknown = sorted(registered - set(ops))
+    return Policy(ops, append, unknown)
+
+
+def _overload(key: str) -> torch._ops.OpOverload:
+    name = key.removeprefix("aten::")
+    base, _, ov = name.partition(".")
+    return getattr(getattr(torch.ops.aten, base), ov or "default")
+
+
+class _Caster:
+    """The casts of one autocast region, with torch's cache of low-precision weight copies."""
+
+    def __init__(self, low: torch.dtype):
+        self.low = low
+        self.cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    @staticmethod
+    def eligible(t: Any) -> bool:
+        return isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64
+
+    def cast(self, t: Any, dtype: torch.dtype) -> Any:
+        if isinstance(t, (list, tuple)):
+            return type(t)(self.cast(x, dtype) for x in t)
+        if not self.eligible(t) or t.dtype == dtype:
+            return t
+        if dtype == self.low and t.dtype == torch.float32 and t.requires_grad and t.is_leaf and not t._is_view():
+            hit = self.cache.get(id(t))
+            if hit is not None and hit[0] is t:
+                return hit[1]
+            out = t.to(dtype)
+            self.cache[id(t)] = (t, out)
+            return out
+        return t.to(dtype)
+
+    def widest(self, args) -> torch.dtype:
+        out = self.low
+        for a in args:
+            for t in a if isinstance(a, (list, tuple)) else (a,):
+                if self.eligible(t) and t.dtype == torch.float32:
+                    return torch.float32
+        return out
+
+
+def _kernel(op: torch._ops.OpOverload, policy: str, caster: _Caster, target=None):
+    if policy == "lower_precision_fp":
+        def k(*args, **kwargs):
+            with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
+                return op(*(caster.cast(a, caster.low) for a in args),
+                          **{n: caster.cast(v, caster.low) for n, v in kwargs.items()})
+    elif policy == "fp32":
+        def k(*args, **kwargs):
+            with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
+                return op(*(caster.cast(a, torch.float32) for a in args),
+                          **{n: caster.cast(v, torch.float32) for n, v in kwargs.items()})
+    elif policy == "fp32_set_opt_dtype":
+        names = [a.name for a in op._schema.arguments]
+        pos = names.index("dtype") if "dtype" in names else None
+
+        def k(*args, **kwargs):
+            with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
+                if args and caster.eligible(args[0]):
+                    if pos is not None and len(args) > pos:
+                        if args[pos] is None:
+                            args = (*args[:pos], torch.float32, *args[pos + 1:])
+                    elif kwargs.get("dtype") is None:
+                        kwargs = {**kwargs, "dtype": torch.float32}
+                return op(*args, **kwargs)
+    elif policy == "fp32_append_dtype":
+        schema = op._schema.arguments
+
+        def k(*args, **kwargs):
+            with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
+                full = list(args)
+                for a in schema[len(args):]:
+                    full.append(kwargs.get(a.name, a.default_value))
+                out_type = torch.float32 if caster.eligible(args[0]) else args[0].dtype
+                return target(*full, dtype=out_type)
+    elif policy == "promote":
+        def k(*args, **kwargs):
+            with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
+                to = caster.widest((*args, *kwargs.values()))
+                return op(*(caster.cast(a, to) for a in args),
+                          **{n: caster.cast(v, to) for n, v in kwargs.items()})
+    elif policy == "banned":
+        def k(*args, **kwargs):
+            raise RuntimeError(
+                "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast "
+                "(CUDA autocast refuses them); use binary_cross_entropy_with_logits / BCEWithLogitsLoss"
+            )
+    else:  # pragma: no cover - the data file names only the policies above
+        raise ValueError(f"unknown autocast policy {policy!r}")
+    return k
+
+
+class CudaAutocast:
+    """Installs CUDA's autocast policy on the AutocastCPU key while it is installed (see module doc)."""
+
+    def __init__(self, dtype: torch.dtype):
+        self.dtype = dtype
+        self.policy = cuda_policy()
+        self.caster = _Caster(dtype)
+        self._lib = None
+
+    def install(self) -> None:
+        lib = torch.library.Library("aten", "IMPL")
+        ours = set()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "Overriding a previously registered kernel"
+            for key, policy in self.policy.ops.items():
+                op = _overload(key)
+                target = _overload(_key(self.policy.append_dtype[key])) if policy == "fp32_append_dtype" else None
+                lib.impl(key.removeprefix("aten::"), _kernel(op, policy, self.caster, target), "AutocastCPU")
+                ours.add(key)
+            for key in torch._C._dispatch_get_registrations_for_dispatch_key("AutocastCPU"):
+                if key.startswith("aten::") and key not in ours:
+                    lib.impl(key.removeprefix("aten::"), torch.library.fallthrough_kernel, "AutocastCPU")
+        self._lib = lib
+
+    def uninstall(self) -> None:
+        if self._lib is not None:
+            self._lib._destroy()
+            self._lib = None
+
+    @contextmanager
+    def region(self) -> Iterator[None]:
+        """A forward pass under autocast (the equivalent of ``with torch.autocast("cuda"):``)."""
+        was = _cpu_enabled()
+        _set_cpu_enabled(True)
+        try:
+            with torch._C._IncludeDispatchKeyGuard(_KEY):
+                yield
+        finally:
+            _set_cpu_enabled(was)
+            self.caster.cache.clear()
+
+
+def _cpu_enabled() -> bool:
+    try:
+        return torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch < 2.4
+        return torch.is_autocast_cpu_enabled()
+
+
+def _set_cpu_enabled(on: bool) -> None:
+    try:
+        torch.set_autocast_enabled("cpu", on)
+    except TypeError:  # torch < 2.4
+        torch.set_autocast_cpu_enabled(on)
+
+
+def policy_dtypes(op: str, dtypes: tuple[str, ...], low: str) -> tuple[str, ...]:
+    """The dtypes a call of ``op`` (a choice record) runs in under the CUDA policy."""
+    policy = cuda_policy().ops.get(op.removesuffix(".default"))
+    floating = {"float32", "float16", "bfloat16"}
+    if policy == "lower_precision_fp":
+        return tuple(low if d in floating else d for d in dtypes)
+    if policy == "fp32":
+        return tuple("float32" if d in floating else d for d in dtypes)
+    return dtypes

@@ -1,0 +1,152 @@
+"""Composite ops whose kernel PyTorch picks per device (device_selected.toml), watched while tracing.
+
+Each Python entry point of such an op (``F.scaled_dot_product_attention``, ``torch._VF.lstm``,
+``F.dropout``, ...) is replaced for the duration of a recording by a thin wrapper that tells the
+recorder "the ops that follow run inside this choice". Every other module-level name bound to the
+same function (``from torch.nn.functional import dropout`` in some library) is replaced too, and
+all of them are put back afterwards.
+
+Why wrappers and not a TorchFunctionMode: a function mode is popped while it handles a call, so it
+misses a choice made inside another Python-level torch function (``F.multi_head_attention_forward``
+calling ``scaled_dot_product_attention``), and it taxes every tensor method call of the model;
+wrappers see nested calls and cost nothing elsewhere.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import torch
+
+from opaudit.data import load_toml
+
+
+@dataclass(frozen=True)
+class Choice:
+    op: str  # "aten::lstm"
+    tensor_at: int | None = None
+    if_tensor: str = "default"
+    otherwise: str = "default"
+
+    def overload(self, args: tuple[Any, ...]) -> str:
+        """The full op key of this call, for example ``aten::lstm.input``."""
+        if self.tensor_at is None:
+            return f"{self.op}.default"
+        is_tensor = len(args) > self.tensor_at and isinstance(args[self.tensor_at], torch.Tensor)
+        return f"{self.op}.{self.if_tensor if is_tensor else self.otherwise}"
+
+
+def _holder(dotted: str) -> tuple[Any, str] | None:
+    """The object holding the last name of ``dotted`` (a module, or torch._VF), and that name."""
+    module_name, _, attr = dotted.rpartition(".")
+    try:
+        holder = importlib.import_module(module_name)
+    except ImportError:
+        return None
+    return (holder, attr) if hasattr(holder, attr) else None  # an entry point this torch lacks
+
+
+@cache
+def choice_entries() -> tuple[tuple[Any, str, Choice], ...]:
+    """(holder, attribute, choice) for every entry point of the data file that this torch has."""
+    out = []
+    for entry in load_toml("coverage_db", "curated/device_selected.toml")["choice"]:
+        ov = entry.get("overloads", {})
+        choice = Choice(entry["op"], ov.get("tensor_at"), ov.get("if_tensor", "default"),
+                        ov.get("otherwise", "default"))
+        for dotted in entry["python"]:
+            found = _holder(dotted)
+            if found is not None:
+                out.append((*found, choice))
+    return tuple(out)
+
+
+_scanned: dict[str, tuple[str, ...]] = {}  # module name -> its names bound to a watched function
+_holding: dict[str, tuple[str, ...]] = {}  # the modules of _scanned that hold any
+
+
+def _references(module: Any, originals: dict[int, Any]) -> tuple[str, ...]:
+    d = getattr(module, "__dict__", None)
+    if not isinstance(d, dict):
+        return ()
+    return tuple(name for name, value in list(d.items()) if id(value) in originals and originals[id(value)] is value)
+
+
+class ChoiceWatch:
+    """Installs the wrappers; ``on_call(name, args, kwargs, frame, run)`` is the recorder's hook."""
+
+    def __init__(self, on_call: Callable[..., Any]):
+        self.on_call = on_call
+        self._saved: list[tuple[Any, str, bool, Any]] = []  # (holder, attr, was in __dict__, original)
+
+    def _wrap(self, original: Callable, choice: Choice) -> Callable:
+        on_call = self.on_call
+        thread = threading.get_ident()
+
+        def watched(*args, **kwargs):
+            if threading.get_ident() != thread:
+                return original(*args, **kwargs)
+            return on_call(choice.overload(args), args, kwargs, sys._getframe(1), original)
+
+        try:
+            functools.update_wrapper(watched, original)
+        except (AttributeError, TypeError):  # pragma: no cover - a builtin without some attribute
+            pass
+        watched.__opaudit_original__ = original  # type: ignore[attr-defined]
+        return watched
+
+    def _patch(self, holder: Any, attr: str, replacement: Any) -> None:
+        d = getattr(holder, "__dict__", {})
+        was_own = attr in d
+        original = d[attr] if was_own else getattr(holder, attr)
+        try:
+            setattr(holder, attr, replacement)
+        except (AttributeError, TypeError):  # a read-only holder: left alone
+            return
+        self._saved.append((holder, attr, was_own, original))
+
+    def install(self) -> None:
+        wrappers: dict[int, Callable] = {}
+        originals: dict[int, Any] = {}
+        for holder, attr, choice in choice_entries():
+            original = getattr(holder, attr)
+            original = getattr(original, "__opaudit_original__", original)
+            w = wrappers.get(id(original))
+            if w is None:
+                w = wrappers[id(original)] = self._wrap(original, choice)
+                originals[id(original)] = original
+            self._patch(holder, attr, w)
+        # other names bound to the same functions, anywhere in the loaded modules; a module is
+        # scanned once per process (it takes ~50 ms for all of them), and remembered if it holds one
+        if len(_scanned) != len(sys.modules):
+            for mod_name, module in list(sys.modules.items()):
+                if mod_name not in _scanned:
+                    names = _references(module, originals)
+                    _scanned[mod_name] = names
+                    if names:
+                        _holding[mod_name] = names
+        for mod_name, names in list(_holding.items()):
+            module = sys.modules.get(mod_name)
+            for name in names:
+                value = getattr(module, name, None)
+                w = wrappers.get(id(value))
+                if w is not None and originals[id(value)] is value:
+                    self._patch(module, name, w)
+
+    def remove(self) -> None:
+        for holder, attr, was_own, original in reversed(self._saved):
+            try:
+                if was_own:
+                    setattr(holder, attr, original)
+                else:
+                    delattr(holder, attr)
+            except (AttributeError, TypeError):  # pragma: no cover
+                pass
+        self._saved = []

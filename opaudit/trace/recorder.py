@@ -1,0 +1,366 @@
+"""The recorder: a TorchDispatchMode that counts every op a backend receives, and where it came from.
+
+It sits below autograd (after CompositeImplicitAutograd decomposition: the level where a vendor
+registers kernels) and aggregates calls by (op, kind, phase, dtypes, module, line, choice). Wrappers
+around a few Python entry points (choices.py) note the composites whose kernel PyTorch picks per
+device.
+
+Phase: ``backward`` while the autograd engine runs a node; ``optimizer`` inside ``Optimizer.step``
+(its profiler record) or below torch.optim / the grad scalers / clip_grad; ``forward`` otherwise.
+Backward ops are attributed to the module and line of the forward op that created their autograd
+node: in forward, ``_get_sequence_nr() - 1`` is the sequence number of the node the current op just
+created; in backward, ``_current_autograd_node()._sequence_nr()`` looks it up again.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import site
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from opaudit.trace.attribution import HINT_OPTIMIZER, ModuleStack, source_locator
+from opaudit.trace.autocast import policy_dtypes
+from opaudit.trace.choices import ChoiceWatch
+from opaudit.trace.scalars import ScalarOracle
+
+Tensor = torch.Tensor
+_getframe = sys._getframe
+_grad_enabled = torch._C.is_grad_enabled
+_current_node = torch._C._current_autograd_node
+_next_sequence_nr = torch._C._autograd._get_sequence_nr
+
+# what describe() says to do with an OpOverload
+_RECORD, _NOISE, _RECORD_FN_ENTER, _RECORD_FN_EXIT, _SCALAR = range(5)
+_NOISE_NAMESPACES = frozenset({"profiler", "prim", "prims"})
+_DTYPE = {d: str(d).removeprefix("torch.") for d in vars(torch).values() if isinstance(d, torch.dtype)}
+_TICK = 4096
+_SEQ_LIMIT = 2_000_000
+
+
+class TraceStopped(BaseException):
+    """Raised inside the traced code when ``max_ops`` or ``timeout`` is reached.
+
+    A BaseException, so that a script's own ``except Exception`` does not swallow it.
+    """
+
+
+class Recording:
+    """The state of one recording. Build a Trace from it with :meth:`to_trace` (see run.py)."""
+
+    def __init__(
+        self,
+        *,
+        root: torch.nn.Module | None = None,
+        shapes: bool = False,
+        scalar_oracle: ScalarOracle | None = None,
+        max_ops: int | None = None,
+        timeout: float | None = None,
+        progress: Callable[[int], None] | None = None,
+        skip: tuple[str, ...] = (),
+    ):
+        self.counts: dict[tuple, int] = {}
+        self.seq: dict[int, tuple] = {}
+        self.modules = ModuleStack(root)
+        self.locator = source_locator(skip)
+        self.shapes = shapes
+        self.oracle = scalar_oracle
+        self.within: str | None = None
+        self.amp_low: str | None = None  # set while a forward pass runs under autocast
+        self.record_fns: list[bool] = []  # one per open profiler record: is it an optimizer's?
+        self.optimizer_depth = 0
+        self.optimizer_module: str | None = None
+        self.optimizer_types: dict[str, str] = {}
+        self.total = 0
+        self.noise = 0
+        self.unattributed = 0
+        self.devices: set[str] = set()
+        self._info: dict[Any, tuple[int, str, str]] = {}
+        self.max_ops = max_ops
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.progress = progress
+        self.stopped: str | None = None
+        self.started = time.perf_counter()
+        self._limit = _TICK if max_ops is None else min(_TICK, max_ops)
+
+    # -- the hot path ---------------------------------------------------------------------------
+    def add(self, name: str, kind: str, args, kwargs, frame, dtypes: tuple | None = None) -> None:
+        self.total += 1
+        if self.total >= self._limit:
+            self._tick()
+        node = _current_node()
+        if node is not None:
+            phase = "backward"
+            attr = self.seq.get(node._sequence_nr())
+            if attr is None:
+                attr = self._unattributed(node)
+            module, loc, within = attr
+        else:
+            loc, hint = self.locator.locate(frame)
+            within = self.within
+            if hint == 0 and not self.optimizer_depth:
+                phase = "forward"
+                stack = self.modules.stack
+                module = stack[-1] if stack else None
+                if _grad_enabled():
+                    self.seq.setdefault(_next_sequence_nr() - 1, (module, loc, within))
+            elif self.optimizer_depth or hint == HINT_OPTIMIZER:
+                phase = "optimizer"
+                module = self.optimizer_module if self.optimizer_depth else None
+            else:
+                phase = "backward"
+                module = None
+        if dtypes is None:
+            dtypes = []
+            for a in args:
+                if isinstance(a, Tensor):
+                    dtypes.append(a.dtype)
+                elif (a.__class__ is list or a.__class__ is tuple) and a and (isinstance(a[0], Tensor) or a[0] is None):
+                    sig = _list_signature(a)
+                    if sig is not None:
+                        dtypes.append(sig)
+            if kwargs:
+                for a in kwargs.values():
+                    if isinstance(a, Tensor):
+                        dtypes.append(a.dtype)
+            dtypes = tuple(dtypes)
+        key = (name, kind, phase, dtypes, module, loc, within, _shapes(args, kwargs) if self.shapes else None)
+        counts = self.counts
+        counts[key] = counts.get(key, 0) + 1
+
+    def choice(self, name: str, args, kwargs, frame, run):
+        """A call of a device-selected composite: its ops are marked ``within`` it (see choices.py)."""
+        if self.within is not None:
+            return run(*args, **kwargs)
+        before = self.total
+        self.within = name
+        try:
+            return run(*args, **kwargs)
+        finally:
+            self.within = None
+            if self.total != before:  # it ran ops (an eval-mode dropout runs none)
+                dtypes = _signature(args, kwargs)
+                if self.amp_low is not None:
+                    dtypes = policy_dtypes(name, dtypes, self.amp_low)
+                self.add(name, "choice", args, kwargs, frame, dtypes)
+
+    def _unattributed(self, node) -> tuple:
+        # AccumulateGrad (one per parameter) has no sequence number of its own: name its parameter's module
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            return (self.modules.owner_of(variable), None, None)
+        self.unattributed += 1
+        return (None, None, None)
+
+    def _tick(self) -> None:
+        if self.max_ops is not None and self.total >= self.max_ops:
+            self.stopped = f"stopped after {self.total:,} ops (--max-ops {self.max_ops:,})"
+            raise TraceStopped(self.stopped)
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            self.stopped = f"stopped after {time.perf_counter() - self.started:.1f} s (--timeout)"
+            raise TraceStopped(self.stopped)
+        if self.progress is not None:
+            self.progress(self.total)
+        if len(self.seq) > _SEQ_LIMIT:  # long scripts: forget the oldest half of the forward nodes
+            for k in list(self.seq)[: _SEQ_LIMIT // 2]:
+                del self.seq[k]
+        nxt = self.total + _TICK
+        self._limit = nxt if self.max_ops is None else min(nxt, self.max_ops)
+
+    # -- op classification (once per OpOverload) ---------------------------------------------------
+    def describe(self, func, args) -> tuple[int, str, str]:
+        """(what to do, op key, kind) for an OpOverload; computed once per overload."""
+        for a in args:  # the devices the traced code used, sampled once per op overload
+            if isinstance(a, torch.Tensor):
+                self.devices.add(a.device.type)
+                break
+        ns = func.namespace
+        schema_name = func._schema.name
+        name = f"{schema_name}.{func._overloadname}"
+        if schema_name in ("profiler::_record_function_enter_new", "profiler::_record_function_enter"):
+            what = _RECORD_FN_ENTER
+        elif schema_name == "profiler::_record_function_exit":
+            what = _RECORD_FN_EXIT
+        elif ns in _NOISE_NAMESPACES:
+            what = _NOISE
+        elif schema_name == "aten::_local_scalar_dense":
+            what = _SCALAR
+        else:
+            what = _RECORD
+        info = (what, name, "op" if ns == "aten" else "custom")
+        self._info[func] = info
+        return info
+
+    def enter_record_function(self, name: str) -> None:
+        is_optimizer = name.startswith("Optimizer.")
+        self.record_fns.append(is_optimizer)
+        if is_optimizer:
+            self.optimizer_depth += 1
+            # "Optimizer.step#AdamW.step" -> the optimizer's class
+            cls = name.partition("#")[2].rpartition(".")[0] or name
+            self.optimizer_module = f"<{cls}>"
+            self.optimizer_types.setdefault(self.optimizer_module, cls)
+
+    def exit_record_function(self) -> None:
+        if self.record_fns and self.record_fns.pop():
+            self.optimizer_depth -= 1
+
+    # -- result -------------------------------------------------------------------------------------
+    def records(self):
+        """(records, modules, sources) in plain form; run.py wraps them into a Trace."""
+        from opaudit.trace.schema import OpRecord
+
+        locations: dict[tuple, str] = {}
+        sources: dict[str, str] = {}
+        used_modules: set[str] = set()
+        out = []
+        for (name, kind, phase, dtypes, module, loc, within, shapes), calls in self.counts.items():
+            src = None
+            if loc is not None:
+                src = locations.get(loc)
+                if src is None:
+                    filename, line = self.locator.resolve(loc)
+                    src = locations[loc] = f"{_display_path(filename)}:{line}"
+                    code = linecache.getline(filename, line).strip()
+                    if code:
+                        sources[src] = code
+            if module is not None:
+                used_modules.add(module)
+            names = tuple(d if isinstance(d, str) else _DTYPE[d] for d in dtypes)
+            out.append(OpRecord(name, kind, phase, names, module, src, within, calls, shapes))
+        out.sort(key=lambda r: (_PHASE_ORDER.get(r.phase, 9), r.op, -r.calls, r.module or "", r.source or ""))
+        types = {**self.modules.types, **self.optimizer_types}
+        modules: dict[str, str] = {}
+        for path in used_modules:  # each used module and its ancestors, for a tree view
+            parts = path.split(".")
+            for i in range(len(parts), -1, -1):
+                p = ".".join(parts[:i])
+                if p in types:
+                    modules.setdefault(p, types[p])
+        return out, modules, sources
+
+
+_PHASE_ORDER = {"forward": 0, "backward": 1, "optimizer": 2}
+
+
+def _signature(args, kwargs) -> tuple[str, ...]:
+    """The dtype signature of a call, as names (the hot path in Recording.add keeps dtype objects)."""
+    sig = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            sig.append(_DTYPE[a.dtype])
+        elif isinstance(a, (list, tuple)) and a:
+            s = _list_signature(a)
+            if s is not None:
+                sig.append(s)
+    if kwargs:
+        for a in kwargs.values():
+            if isinstance(a, torch.Tensor):
+                sig.append(_DTYPE[a.dtype])
+            elif isinstance(a, (list, tuple)) and a:
+                s = _list_signature(a)
+                if s is not None:
+                    sig.append(s)
+    return tuple(sig)
+
+
+def _list_signature(seq) -> str | None:
+    dts = {_DTYPE[t.dtype] for t in seq if isinstance(t, torch.Tensor)}
+    if not dts:
+        return None
+    return "|".join(sorted(dts)) + "[]"
+
+
+
+def _shapes(args, kwargs) -> tuple[str, ...]:
+    out = []
+    for a in (*args, *(kwargs or {}).values()):
+        if isinstance(a, torch.Tensor):
+            out.append("x".join(str(s) for s in a.shape) or "scalar")
+        elif isinstance(a, (list, tuple)) and a and any(isinstance(t, torch.Tensor) for t in a):
+            out.append(f"[{len(a)}]")
+    return tuple(out)
+
+
+def _site_dirs() -> tuple[str, ...]:
+    dirs = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    try:
+        dirs += site.getsitepackages()
+    except AttributeError:  # pragma: no cover - old virtualenv
+        pass
+    return tuple(sorted({os.path.realpath(d) + os.sep for d in dirs}, key=len, reverse=True))
+
+
+def _display_path(filename: str) -> str:
+    """Relative to the working directory when below it, to site-packages for installed packages."""
+    if not os.path.isabs(filename):
+        return filename
+    full = os.path.realpath(filename)
+    cwd = os.path.realpath(os.getcwd()) + os.sep
+    if full.startswith(cwd):
+        return full[len(cwd):]
+    for d in _site_dirs():
+        if full.startswith(d):
+            return full[len(d):]
+    return full
+
+
+class _OpRecorder(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch >= 2.9 otherwise wraps __torch_dispatch__ in torch._dynamo.disable: a 2 s import on
+        # first use and a wrapper on every op, for a mode that never runs under torch.compile
+        return False
+
+    def __init__(self, rec: Recording):
+        super().__init__()
+        self.rec = rec
+        self._info = rec._info.get  # bound once: the lookups below run for every op
+        self._add = rec.add
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        info = self._info(func)
+        if info is not None and info[0] == _RECORD:
+            self._add(info[1], info[2], args, kwargs, _getframe(1))
+            return func(*args, **kwargs)
+        rec = self.rec
+        if info is None:
+            info = rec.describe(func, args)
+        what = info[0]
+        if what == _RECORD:
+            self._add(info[1], info[2], args, kwargs, _getframe(1))
+            return func(*args, **kwargs)
+        rec.noise += what != _SCALAR
+        if what == _RECORD_FN_ENTER:
+            rec.enter_record_function(str(args[0]) if args else "")
+        elif what == _RECORD_FN_EXIT:
+            rec.exit_record_function()
+        elif what == _SCALAR:
+            # .item(): a data-dependent read, which meta and fake tensors cannot answer
+            self._add(info[1], info[2], args, kwargs, _getframe(1))
+            if rec.oracle is not None:
+                return rec.oracle.item(func, args, kwargs, _getframe(1))
+        return func(*args, **kwargs)
+
+
+@contextmanager
+def recording(rec: Recording) -> Iterator[Recording]:
+    """Run the body under the recorder; module hooks are installed for its duration."""
+    watch = ChoiceWatch(rec.choice)
+    rec.modules.install()
+    watch.install()
+    try:
+        with _OpRecorder(rec):
+            yield rec
+    finally:
+        watch.remove()
+        rec.modules.remove()

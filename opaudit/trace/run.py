@@ -1,0 +1,301 @@
+"""Driving a model under the recorder: forward, loss, backward and optimizer steps -> a Trace."""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils import _pytree as pytree
+
+import opaudit
+from opaudit.errors import OpauditError, UserCodeError, describe_exception, user_frames
+from opaudit.trace.autocast import AMP_DTYPES, CudaAutocast
+from opaudit.trace.modes import MODES, prepare
+from opaudit.trace.recorder import Recording, TraceStopped, recording
+from opaudit.trace.scalars import ScalarOracle, UserOracle
+from opaudit.trace.schema import PHASES, Trace, TraceMeta
+
+
+def build_trace(rec: Recording, *, mode: str, mode_reason: str, train: bool, steps: int = 0,
+                amp: dict | None = None, optimizer: str | None = None, source: dict | None = None,
+                status: str = "complete", error: str | None = None, warnings: list[str] | None = None,
+                device: str | None = None) -> Trace:
+    records, modules, sources = rec.records()
+    seen = {r.phase for r in records}
+    meta = TraceMeta(
+        opaudit_version=opaudit.__version__,
+        torch_version=torch.__version__,
+        python_version=platform.python_version(),
+        mode=mode,
+        mode_reason=mode_reason,
+        device=device or ",".join(sorted(rec.devices)) or "cpu",
+        train=train,
+        phases=[p for p in PHASES if p in seen],
+        amp=amp,
+        optimizer=optimizer,
+        steps=steps,
+        source=source or {},
+        status=status,
+        error=error,
+        created=datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
+        duration_s=round(time.perf_counter() - rec.started, 4),
+        total_calls=rec.total,
+        noise_calls=rec.noise,
+        unattributed_backward_calls=rec.unattributed,
+        scalar_guesses=dict(rec.oracle.guesses) if rec.oracle is not None else {},
+        warnings=list(warnings or []),
+    )
+    return Trace(meta=meta, records=records, modules=modules, sources=sources)
+
+
+class Recorder:
+    """Record whatever runs inside a ``with`` block; :func:`record` makes one.
+
+    >>> with opaudit.record() as rec:                      # doctest: +SKIP
+    ...     model(x).sum().backward()
+    >>> rec.trace.ops("backward")                          # doctest: +SKIP
+    """
+
+    def __init__(self, *, root: nn.Module | None = None, shapes: bool = False, max_ops: int | None = None,
+                 timeout: float | None = None, progress: Callable[[int], None] | None = None,
+                 source: dict | None = None, mode: str = "real"):
+        self.recording = Recording(root=root, shapes=shapes, max_ops=max_ops, timeout=timeout, progress=progress)
+        self.source = source or {"kind": "api"}
+        self.mode = mode
+        self.status = "complete"
+        self.error: str | None = None
+        self._ctx = None
+        self._trace: Trace | None = None
+
+    def __enter__(self) -> Recorder:
+        self._ctx = recording(self.recording)
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        self._ctx.__exit__(exc_type, exc, tb)
+        if isinstance(exc, TraceStopped):
+            self.status, self.error = "stopped", str(exc)
+            return True  # the limit was asked for: not an error
+        if isinstance(exc, SystemExit) and exc.code in (None, 0):
+            return False  # a script that ends with sys.exit(0) completed
+        if isinstance(exc, KeyboardInterrupt):
+            self.status, self.error = "stopped", "interrupted (Ctrl-C)"
+        elif exc is not None:
+            self.status, self.error = "partial", describe_exception(exc)
+        return False
+
+    @property
+    def trace(self) -> Trace:
+        if self._trace is None:
+            self._trace = build_trace(self.recording, mode=self.mode, mode_reason="code run by the caller",
+                                      train=any(k[2] == "backward" for k in self.recording.counts),
+                                      source=self.source, status=self.status, error=self.error)
+        return self._trace
+
+
+def record(**kwargs: Any) -> Recorder:
+    """A context manager that records every op run inside it (``shapes``, ``max_ops``, ``timeout``)."""
+    return Recorder(**kwargs)
+
+
+def _call(model: nn.Module, inputs: Any) -> Any:
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def default_loss(output: Any, inputs: Any) -> torch.Tensor:
+    """The model's own loss when it returns one (``output.loss``), else the sum of its float outputs."""
+    loss = getattr(output, "loss", None)
+    if isinstance(loss, torch.Tensor) and loss.requires_grad:
+        return loss
+    leaves = [t for t in pytree.tree_leaves(output)
+              if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
+    if not leaves:
+        raise OpauditError(
+            "the model's output has no floating-point tensor that requires grad, so there is nothing to backpropagate",
+            hint="define get_loss(output, inputs) in the model file, or pass loss_fn=",
+        )
+    total = leaves[0].sum()
+    for t in leaves[1:]:
+        total = total + t.sum()
+    return total
+
+
+def default_optimizer(params) -> torch.optim.Optimizer:
+    """AdamW with ``foreach=True``: what CUDA and PrivateUse1 devices run by default (CPU defaults to
+    the single-tensor loop, which issues other ops)."""
+    return torch.optim.AdamW(params, lr=1e-4, foreach=True)
+
+
+def trace(
+    model: nn.Module | Callable[[], nn.Module],
+    inputs: Any = (),
+    *,
+    train: bool = False,
+    mode: str = "auto",
+    steps: int = 2,
+    loss_fn: Callable[[Any, Any], torch.Tensor] | None = None,
+    optimizer: Callable[[Any], torch.optim.Optimizer] | None = None,
+    amp: str | None = None,
+    shapes: bool = False,
+    scalar_oracle: UserOracle | None = None,
+    progress: Callable[[int], None] | None = None,
+    on_mode: Callable[[str, str], None] | None = None,
+    source: dict | None = None,
+) -> Trace:
+    """Run ``model`` on ``inputs`` under the recorder and return what it ran.
+
+    ``model`` and ``inputs`` are objects or zero-argument factories (a factory lets ``mode="meta"``
+    build a 7B model without memory). ``inputs`` is a tensor, a tuple of positional arguments or a
+    dict of keyword arguments. With ``train=True`` each of ``steps`` steps runs forward, ``loss_fn``
+    (default: the model's own loss, else the sum of its outputs), backward and an ``optimizer`` step
+    (default: AdamW with foreach, as on an accelerator). ``amp="fp16"|"bf16"`` runs the forward
+    pass under CUDA's autocast policy (and a GradScaler for fp16 training).
+
+    >>> t = opaudit.trace(torchvision_like_resnet(), torch.randn(2, 3, 64, 64), train=True)  # doctest: +SKIP
+    >>> t.to_pandas().groupby("phase").calls.sum()                                           # doctest: +SKIP
+    """
+    if amp is not None and amp not in AMP_DTYPES:
+        raise OpauditError(f"amp must be one of {', '.join(AMP_DTYPES)}, not {amp!r}")
+    if train and steps < 1:
+        raise OpauditError("steps must be at least 1 when training")
+    if mode not in MODES:
+        raise OpauditError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    try:
+        prepared = prepare(model, inputs, mode, train)
+    except OpauditError:
+        raise
+    except Exception as e:
+        raise UserCodeError(f"building the model or its inputs failed: {describe_exception(e)}",
+                            details=user_frames(e),
+                            hint=_BUILD_HINT if mode in ("meta", "auto") else None) from None
+    if on_mode is not None:
+        on_mode(prepared.mode, prepared.reason)
+
+    rec = Recording(root=prepared.model, shapes=shapes, progress=progress)
+    if prepared.mode in ("meta", "fake"):
+        rec.oracle = ScalarOracle(rec.locator, scalar_oracle)
+    amp_dtype = AMP_DTYPES.get(amp) if amp else None
+    autocast = CudaAutocast(amp_dtype) if amp_dtype is not None else None
+    use_scaler = train and amp == "fp16"
+    warnings: list[str] = []
+    amp_meta = None
+    if autocast is not None:
+        amp_meta = {"dtype": str(amp_dtype).removeprefix("torch."), "policy": "cuda", "grad_scaler": use_scaler}
+        if autocast.policy.unknown:
+            warnings.append("autocast: ops on this torch's AutocastCUDA key with no policy in opaudit's data "
+                            f"(traced without a cast): {', '.join(autocast.policy.unknown)}")
+    loss_fn = loss_fn or default_loss
+    make_opt = optimizer or default_optimizer
+    opt_name = None
+    stage = "setup"
+    m, x = prepared.model, prepared.inputs
+    common = dict(mode=prepared.mode, mode_reason=prepared.reason, train=train, amp=amp_meta, source=source)
+
+    def region():
+        if autocast is None:
+            return nullcontext()
+        return _amp_region(autocast, rec, amp_meta["dtype"])
+
+    try:
+        with prepared.context():
+            if train:
+                m.train()
+                params = [p for p in m.parameters() if p.requires_grad]
+                if not params:
+                    raise OpauditError("the model has no parameter that requires grad, so it cannot be trained",
+                                       hint="trace it without --train")
+                stage = "creating the optimizer"
+                opt = make_opt(params)
+                opt_name = _describe_optimizer(opt)
+                scaler = _grad_scaler(prepared.device) if use_scaler else None
+            else:
+                m.eval()
+            if autocast is not None:
+                autocast.install()
+            try:
+                with recording(rec):
+                    if not train:
+                        stage = "the forward pass"
+                        with torch.no_grad(), region():
+                            _call(m, x)
+                    for _ in range(steps if train else 0):
+                        stage = "the forward pass"
+                        with region():
+                            out = _call(m, x)
+                            stage = "the loss"
+                            loss = loss_fn(out, x)
+                        stage = "the backward pass"
+                        (scaler.scale(loss) if scaler is not None else loss).backward()
+                        stage = "the optimizer step"
+                        if scaler is not None:
+                            scaler.step(opt)
+                            scaler.update()
+                        else:
+                            opt.step()
+                        opt.zero_grad(set_to_none=True)
+                        del out, loss
+            finally:
+                if autocast is not None:
+                    autocast.uninstall()
+    except OpauditError as e:
+        if isinstance(e, UserCodeError) or stage == "setup":
+            raise
+        raise UserCodeError(e.message, hint=e.hint, partial=_partial(rec, e.message, common, warnings)) from None
+    except Exception as e:
+        msg = f"the model failed in {stage}: {describe_exception(e)}"
+        raise UserCodeError(msg, details=user_frames(e), hint=_failure_hint(e, prepared.mode),
+                            partial=_partial(rec, msg, common, warnings)) from None
+    return build_trace(rec, steps=steps if train else 0, optimizer=opt_name, warnings=warnings, **common)
+
+
+def _partial(rec: Recording, msg: str, common: dict, warnings: list[str]) -> Trace | None:
+    if not rec.total:
+        return None
+    return build_trace(rec, status="partial", error=msg, warnings=warnings, **common)
+
+
+@contextmanager
+def _amp_region(autocast: CudaAutocast, rec: Recording, low: str) -> Iterator[None]:
+    rec.amp_low = low
+    try:
+        with autocast.region():
+            yield
+    finally:
+        rec.amp_low = None
+
+
+def _grad_scaler(device: str):
+    try:
+        return torch.amp.GradScaler("cpu" if device == "meta" else device)
+    except (AttributeError, TypeError):  # torch < 2.3
+        return torch.cuda.amp.GradScaler(enabled=True)
+
+
+def _describe_optimizer(opt: torch.optim.Optimizer) -> str:
+    d = opt.defaults
+    flags = [f"{k}={d[k]}" for k in ("foreach", "fused") if d.get(k)]
+    return f"{type(opt).__name__}({', '.join(flags)})" if flags else type(opt).__name__
+
+
+_BUILD_HINT = ("the model is built on the meta device first, to measure it; if the factory loads weights or "
+               "needs real data, use --mode real or --mode fake")
+
+
+def _failure_hint(e: Exception, mode: str) -> str | None:
+    text = str(e)
+    if mode == "meta" and ("meta" in text.lower() or "data-dependent" in text.lower()):
+        return "this code path needs real data; try --mode fake or --mode real"
+    if any(s in text for s in ("shape", "size", "dimension", "mat1 and mat2")):
+        return "check that get_inputs() returns tensors of the shapes the model expects"
+    return None

@@ -1,0 +1,112 @@
+"""Tracing an unmodified script: its ``__main__``, its argv, under the recorder.
+
+``opaudit trace -- train.py --epochs 1`` runs ``train.py`` as ``python train.py --epochs 1`` would,
+with every op recorded. ``max_ops`` and ``timeout`` end a long training run early; what was
+recorded up to then is the trace (status ``stopped``). Ops run in other threads or in DataLoader
+worker processes are not seen (a dispatch mode is per thread).
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from opaudit.errors import InputError, UserCodeError, describe_exception, user_frames
+from opaudit.trace.recorder import TraceStopped
+from opaudit.trace.run import Recorder
+from opaudit.trace.schema import Trace
+
+
+@contextmanager
+def _argv_and_path(argv: list[str], path0: str) -> Iterator[None]:
+    old_argv, old_path = sys.argv[:], sys.path[:]
+    sys.argv = argv
+    sys.path.insert(0, path0)
+    try:
+        yield
+    finally:
+        sys.argv, sys.path[:] = old_argv, old_path
+
+
+@contextmanager
+def _alarm(seconds: float | None, rec: Recorder) -> Iterator[None]:
+    """Stop the script after ``seconds`` even while it runs no op (sleeping, loading data)."""
+    if seconds is None or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        rec.recording.stopped = f"stopped after {seconds:g} s (--timeout)"
+        raise TraceStopped(rec.recording.stopped)
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def trace_script(
+    target: str,
+    argv: list[str] | None = None,
+    *,
+    module: bool = False,
+    max_ops: int | None = None,
+    timeout: float | None = None,
+    shapes: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> Trace:
+    """Run ``target`` (a script path, or a module name with ``module=True``) as ``__main__``."""
+    argv = list(argv or [])
+    if module:
+        try:
+            import importlib.util
+
+            found = importlib.util.find_spec(target)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise InputError(f"no module named {target!r}")
+        path0, shown = os.getcwd(), target
+    else:
+        path = Path(target)
+        if not path.exists():
+            raise InputError(f"script not found: {target}")
+        if path.is_dir() and not (path / "__main__.py").exists():
+            raise InputError(f"{target} is a folder without __main__.py")
+        path0, shown = str(path.resolve().parent if path.is_file() else path.resolve()), str(path)
+    source = {"kind": "script", "path": shown, "argv": argv, "module": module}
+    rec = Recorder(shapes=shapes, max_ops=max_ops, timeout=timeout, progress=progress, source=source)
+    failure: BaseException | None = None
+    try:
+        with _argv_and_path([shown, *argv], path0), _alarm(timeout, rec), rec:
+            if module:
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(shown, run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            failure = e
+    except KeyboardInterrupt:
+        rec.status, rec.error = "stopped", "interrupted (Ctrl-C)"
+    except TraceStopped as e:  # raised by the alarm between ops, outside the recorder's own check
+        rec.status, rec.error = "stopped", str(e)
+    except Exception as e:
+        failure = e
+    if failure is None:
+        return rec.trace
+    if isinstance(failure, SystemExit):
+        msg = f"{shown} exited with status {failure.code!r}"
+    else:
+        msg = f"{shown} failed: {describe_exception(failure)}"
+    rec.status, rec.error = "partial", msg
+    raise UserCodeError(msg, details=user_frames(failure),
+                        partial=rec.trace if rec.recording.total else None) from None
