@@ -7,7 +7,7 @@ import sys
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -52,7 +52,7 @@ def _main(
     pass
 
 
-def _fail(e: OpauditError, json_path: Optional[Path]) -> None:
+def _fail(e: OpauditError, json_path: Path | None) -> None:
     err.print(f"error: {e.message}", style="bold red", markup=False, highlight=False)
     if e.details:
         err.print(e.details, markup=False, highlight=False)
@@ -70,7 +70,7 @@ def _fail(e: OpauditError, json_path: Optional[Path]) -> None:
 
 
 @contextmanager
-def _errors(json_path: Optional[Path] = None):
+def _errors(json_path: Path | None = None):
     """Every error a user can cause ends here: one message, a documented exit code, no traceback."""
     try:
         yield
@@ -90,7 +90,7 @@ def _progress() -> Any:
         yield update
 
 
-def _finish(trace: opaudit.Trace, json_path: Optional[Path], top: Optional[int], quiet: bool) -> None:
+def _finish(trace: opaudit.Trace, json_path: Path | None, top: int | None, quiet: bool) -> None:
     from opaudit.report.terminal import render_trace
 
     if not quiet:
@@ -104,13 +104,14 @@ def _finish(trace: opaudit.Trace, json_path: Optional[Path], top: Optional[int],
 def scan(
     model: str = typer.Argument(..., help="model.py (with get_model() and get_inputs()) or model.py:factory"),
     train: bool = typer.Option(False, "--train", help="Also run loss, backward and optimizer steps."),
-    steps: int = typer.Option(2, "--steps", min=1, help="Training steps (step 1 initialises optimizer state)."),
+    steps: int = typer.Option(1, "--steps", min=1, help="Forward/backward passes when training; the optimizer "
+                              "steps at least twice (step 1 initialises its state)."),
     mode: Mode = typer.Option(Mode.auto, "--mode", help="Where tensors live while tracing: real CPU tensors, "
                               "meta (no memory), fake; auto picks real when the model fits comfortably."),
-    amp: Optional[Amp] = typer.Option(None, "--amp", help="Trace the forward pass under CUDA's autocast policy."),
+    amp: Amp | None = typer.Option(None, "--amp", help="Trace the forward pass under CUDA's autocast policy."),
     shapes: bool = typer.Option(False, "--shapes", help="Record input shapes too (more, finer records)."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Write the trace as JSON to this path."),
-    top: Optional[int] = typer.Option(None, "--top", min=1, help="Show at most this many ops per phase."),
+    json_path: Path | None = typer.Option(None, "--json", help="Write the trace as JSON to this path."),
+    top: int | None = typer.Option(None, "--top", min=1, help="Show at most this many ops per phase."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the op table."),
 ) -> None:
     """Trace every aten op a model hits (forward; with --train also backward and optimizer)."""
@@ -134,12 +135,12 @@ def scan(
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def trace(
     ctx: typer.Context,
-    max_ops: Optional[int] = typer.Option(None, "--max-ops", min=1, help="Stop after this many op calls."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, help="Stop after this many seconds."),
+    max_ops: int | None = typer.Option(None, "--max-ops", min=1, help="Stop after this many op calls."),
+    timeout: float | None = typer.Option(None, "--timeout", min=0.001, help="Stop after this many seconds."),
     module: bool = typer.Option(False, "-m", help="The target is a module name, as with python -m."),
     shapes: bool = typer.Option(False, "--shapes", help="Record input shapes too."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Write the trace as JSON to this path."),
-    top: Optional[int] = typer.Option(None, "--top", min=1, help="Show at most this many ops per phase."),
+    json_path: Path | None = typer.Option(None, "--json", help="Write the trace as JSON to this path."),
+    top: int | None = typer.Option(None, "--top", min=1, help="Show at most this many ops per phase."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the op table."),
 ) -> None:
     """Run an unmodified script under the recorder: opaudit trace [OPTIONS] -- script.py ARGS..."""
@@ -160,7 +161,7 @@ def trace(
 @app.command()
 def report(
     trace_file: Path = typer.Argument(..., help="A trace written by scan --json or trace --json."),
-    top: Optional[int] = typer.Option(None, "--top", min=1, help="Show at most this many ops per phase."),
+    top: int | None = typer.Option(None, "--top", min=1, help="Show at most this many ops per phase."),
 ) -> None:
     """Show a saved trace, without re-running the model."""
     from opaudit.report.terminal import render_trace
@@ -170,7 +171,7 @@ def report(
         render_trace(t, out, top=top)
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     """Console entry point. Unexpected failures (opaudit's own bugs) print one line, not a traceback,
     unless OPAUDIT_DEBUG=1."""
     try:

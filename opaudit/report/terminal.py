@@ -16,6 +16,7 @@ from opaudit.trace.schema import PHASES, Trace
 _PHASE_STYLE = {"forward": "cyan", "backward": "magenta", "optimizer": "green"}
 
 
+
 def _short(values, limit: int) -> str:
     values = [v for v in values if v]
     if not values:
@@ -91,9 +92,10 @@ def render_trace(trace: Trace, console: Console, *, top: int | None = None) -> N
     if m.optimizer:
         details.append(f"optimizer {m.optimizer}")
     if m.amp:
-        details.append(f"amp {m.amp['dtype']} ({m.amp['policy']} policy{', GradScaler' if m.amp.get('grad_scaler') else ''})")
+        scaler = ", GradScaler" if m.amp.get("grad_scaler") else ""
+        details.append(f"amp {m.amp['dtype']} ({m.amp['policy']} policy{scaler})")
     if m.steps:
-        details.append(f"{m.steps} steps")
+        details.append(f"{m.steps} forward/backward, {m.optimizer_steps} optimizer steps")
     console.print("  " + " · ".join(details), style="dim")
     console.print(f"  {m.total_calls:,} op calls, {distinct} distinct ops"
                   + (f", {len(trace.custom_ops)} custom" if trace.custom_ops else ""), style="dim")
@@ -106,25 +108,32 @@ def render_trace(trace: Trace, console: Console, *, top: int | None = None) -> N
         console.print(f"  {n} .item() value(s) guessed on {m.mode} tensors at "
                       f"{_short(sorted(m.scalar_guesses), 3)} (see docs/trace-format.md)", style="yellow")
 
-    import pandas as pd
-
     rows = op_table(trace, top=top)
     if len(rows) == 0:
         console.print("no ops recorded", style="yellow")
         return
+    for phase, group in rows.groupby("phase", sort=False):
+        calls = trace.calls(phase=phase)
+        distinct_here = len(trace.ops(phase))
+        style = "bold " + _PHASE_STYLE.get(phase, "")
+        console.print(Text(f"{phase}: {calls:,} calls, {distinct_here} ops", style=style))
+        console.print(_phase_table(group, console.width))
+
+
+def _phase_table(rows, width: int) -> Table:
+    import pandas as pd
+
+    # fixed widths: rich would otherwise drop a column when the terminal is narrow
+    op_w = min(44, max(20, max(len(display_name(o)) + 12 for o in rows["op"])))
+    rest = max(width - op_w - 8 - 24 - 8, 20)
     t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    t.add_column("phase", no_wrap=True, min_width=9)
-    t.add_column("op", no_wrap=True, min_width=18)
-    t.add_column("calls", justify="right", no_wrap=True, min_width=6)
-    t.add_column("dtypes", no_wrap=True, overflow="ellipsis", max_width=28)
-    t.add_column("modules", no_wrap=True, overflow="ellipsis")
-    t.add_column("source", no_wrap=True, overflow="ellipsis")
-    last = None
+    t.add_column("op", no_wrap=True, width=op_w, overflow="ellipsis")
+    t.add_column("calls", justify="right", no_wrap=True, width=8)
+    t.add_column("dtypes", no_wrap=True, overflow="ellipsis", width=24)
+    t.add_column("modules", no_wrap=True, overflow="ellipsis", width=rest // 2)
+    t.add_column("source", no_wrap=True, overflow="ellipsis", width=rest - rest // 2)
     current_choice = None
     for r in rows.itertuples():
-        if last is not None and r.phase != last:
-            t.add_section()
-            current_choice = None
         if r.kind == "choice":
             current_choice = r.op
         name = display_name(r.op)
@@ -139,13 +148,6 @@ def render_trace(trace: Trace, console: Console, *, top: int | None = None) -> N
         elif r.kind == "custom":
             op.stylize("bold yellow")
             op.append(" [custom]", style="yellow")
-        t.add_row(
-            Text(r.phase if r.phase != last else "", style=_PHASE_STYLE.get(r.phase, "")),
-            op,
-            "" if pd.isna(r.calls) else f"{int(r.calls):,}",
-            _short(r.dtypes, 2),
-            _short(r.modules, 2),
-            _short(r.sources, 1),
-        )
-        last = r.phase
-    console.print(t)
+        t.add_row(op, "" if pd.isna(r.calls) else f"{int(r.calls):,}", _short(r.dtypes, 2), _short(r.modules, 2),
+                  _short(r.sources, 1))
+    return t

@@ -52,8 +52,8 @@ def guarded(fn: Callable) -> Callable:
 class ModelSpec:
     path: Path
     factory: str
-    make_model: Callable[[], Any]
-    make_inputs: Callable[[], Any]
+    make_model: Callable[[], Any]  # returns a module, or a (module, inputs) pair
+    make_inputs: Callable[[], Any] | None  # get_inputs, when the file defines it
     loss_fn: Callable[[Any, Any], Any] | None
     optimizer: Callable[[Any], Any] | None
 
@@ -120,36 +120,19 @@ def load_model_file(target: str) -> ModelSpec:
             hint += f"; functions defined there: {', '.join(available)}"
         raise InputError(where, hint=hint)
 
-    made: dict[str, Any] = {}
+    loss = names.get("get_loss")
+    opt = names.get("get_optimizer")
     get_inputs = names.get("get_inputs")
+    factory_fn = guarded(fn)
 
     def make_model():
-        result = guarded(fn)()
-        if isinstance(result, tuple) and len(result) == 2 and _is_module(result[0]):
-            made["inputs"] = result[1]
-            return result[0]
-        if not _is_module(result):
-            raise TypeError(f"{name}() returned {type(result).__name__}, not a torch.nn.Module "
-                            "(or a (model, inputs) pair)")
-        made.pop("inputs", None)
-        return result
-
-    def make_inputs():
-        if "inputs" in made:
-            return made["inputs"]
-        if get_inputs is None:
+        result = factory_fn()
+        if get_inputs is None and not (isinstance(result, tuple) and len(result) == 2):
             raise InputError(f"{path.name} has no get_inputs(), and {name}() returned only a model",
                              hint="define get_inputs() returning a tensor, a tuple of arguments or a dict of "
                                   f"keyword arguments, or return (model, inputs) from {name}()")
-        return guarded(get_inputs)()
+        return result
 
-    loss = names.get("get_loss")
-    opt = names.get("get_optimizer")
-    return ModelSpec(path=path, factory=name, make_model=make_model, make_inputs=make_inputs,
+    return ModelSpec(path=path, factory=name, make_model=make_model,
+                     make_inputs=guarded(get_inputs) if get_inputs else None,
                      loss_fn=guarded(loss) if loss else None, optimizer=guarded(opt) if opt else None)
-
-
-def _is_module(obj: Any) -> bool:
-    import torch
-
-    return isinstance(obj, torch.nn.Module)

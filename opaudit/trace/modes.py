@@ -127,20 +127,21 @@ def _to_meta(t: torch.Tensor) -> torch.Tensor:
 def prepare(model: Any, inputs: Any, mode: str, train: bool) -> Prepared:
     """Build (or convert) the model and its inputs for ``mode``.
 
-    ``model`` and ``inputs`` are objects or zero-argument factories. A factory is called under the
-    mode (``with torch.device("meta")``, or inside FakeTensorMode); for ``auto`` it is first called
-    on meta to measure the model, and called again for real when the model fits.
+    ``model`` is a module or a zero-argument factory, which may return a module or a
+    ``(module, inputs)`` pair; ``inputs`` is an object or a zero-argument factory (``None``: the
+    pair's inputs, or no arguments at all). A factory is called under the mode
+    (``with torch.device("meta")``, or inside FakeTensorMode); for ``auto`` it is first called on
+    meta to measure the model, and called again for real when the model fits.
     """
-    make_model = model if callable(model) and not isinstance(model, nn.Module) else (lambda: model)
-    make_inputs = inputs if callable(inputs) and not isinstance(inputs, torch.Tensor) else (lambda: inputs)
     built = isinstance(model, nn.Module)
+    make_model, make_inputs = _factories(model, inputs)
 
     if built:
         current = _mode_of(model, inputs)
         if mode in ("auto", current):
-            return Prepared(model, inputs, current, _given_reason(current, model), nullcontext)
+            return Prepared(model, make_inputs(), current, _given_reason(current, model), nullcontext)
         if mode == "meta":
-            return Prepared(twin(model, _to_meta), _convert(inputs, _to_meta), "meta",
+            return Prepared(twin(model, _to_meta), _convert(make_inputs(), _to_meta), "meta",
                             "requested (a meta copy of the model was made)", nullcontext)
         if mode == "fake":
             return _fake(make_model, make_inputs, "requested (a fake copy of the model was made)")
@@ -148,24 +149,49 @@ def prepare(model: Any, inputs: Any, mode: str, train: bool) -> Prepared:
                            hint="pass a factory (a function that builds the model) instead of the model")
 
     if mode == "real":
-        return Prepared(make_model(), make_inputs(), "real", "requested", nullcontext)
+        m = make_model()
+        return Prepared(m, make_inputs(), "real", "requested", nullcontext)
     if mode == "fake":
         return _fake(make_model, make_inputs, "requested")
 
     with torch.device("meta"):
         meta_model = make_model()
-    if mode == "meta":
-        with torch.device("meta"):
-            meta_inputs = make_inputs()
-        return Prepared(twin(meta_model, _to_meta), _convert(meta_inputs, _to_meta), "meta", "requested",
-                        nullcontext)
-    chosen, reason = choose(meta_model, train)
-    if chosen == "real":
-        del meta_model
-        return Prepared(make_model(), make_inputs(), "real", reason, nullcontext)
-    with torch.device("meta"):
         meta_inputs = make_inputs()
-    return Prepared(twin(meta_model, _to_meta), _convert(meta_inputs, _to_meta), "meta", reason, nullcontext)
+    if mode == "auto":
+        chosen, reason = choose(meta_model, train)
+        if chosen == "real":
+            del meta_model, meta_inputs
+            m = make_model()
+            return Prepared(m, make_inputs(), "real", reason, nullcontext)
+    else:
+        reason = "requested"
+    if any(t.device.type != "meta" for t in (*meta_model.parameters(), *meta_model.buffers())):
+        meta_model = twin(meta_model, _to_meta)  # tensors the factory made on an explicit device
+    return Prepared(meta_model, _convert(meta_inputs, _to_meta), "meta", reason, nullcontext)
+
+
+def _factories(model: Any, inputs: Any) -> tuple[Callable[[], nn.Module], Callable[[], Any]]:
+    """(make_model, make_inputs); make_inputs must be called after make_model (a factory may return
+    the inputs together with the model)."""
+    pair: dict[str, Any] = {}
+
+    def make_model() -> nn.Module:
+        result = model() if callable(model) and not isinstance(model, nn.Module) else model
+        if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], nn.Module):
+            pair["inputs"] = result[1]
+            return result[0]
+        pair.pop("inputs", None)
+        if not isinstance(result, nn.Module):
+            raise TypeError(f"the model factory returned {type(result).__name__}, not a torch.nn.Module "
+                            "or a (model, inputs) pair")
+        return result
+
+    def make_inputs() -> Any:
+        if inputs is not None:
+            return inputs() if callable(inputs) and not isinstance(inputs, torch.Tensor) else inputs
+        return pair.get("inputs", ())
+
+    return make_model, make_inputs
 
 
 def _given_reason(mode: str, model: nn.Module) -> str:

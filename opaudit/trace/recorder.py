@@ -38,7 +38,7 @@ _current_node = torch._C._current_autograd_node
 _next_sequence_nr = torch._C._autograd._get_sequence_nr
 
 # what describe() says to do with an OpOverload
-_RECORD, _NOISE, _RECORD_FN_ENTER, _RECORD_FN_EXIT, _SCALAR = range(5)
+_RECORD, _NOISE, _RECORD_FN_ENTER, _RECORD_FN_EXIT, _SCALAR, _FOREACH_INPLACE = range(6)
 _NOISE_NAMESPACES = frozenset({"profiler", "prim", "prims"})
 _DTYPE = {d: str(d).removeprefix("torch.") for d in vars(torch).values() if isinstance(d, torch.dtype)}
 _TICK = 4096
@@ -92,9 +92,9 @@ class Recording:
 
     # -- the hot path ---------------------------------------------------------------------------
     def add(self, name: str, kind: str, args, kwargs, frame, dtypes: tuple | None = None) -> None:
-        self.total += 1
         if self.total >= self._limit:
-            self._tick()
+            self._tick()  # progress, and the limits: raises TraceStopped before this op runs
+        self.total += 1
         node = _current_node()
         if node is not None:
             phase = "backward"
@@ -149,7 +149,9 @@ class Recording:
                 dtypes = _signature(args, kwargs)
                 if self.amp_low is not None:
                     dtypes = policy_dtypes(name, dtypes, self.amp_low)
+                total = self.total
                 self.add(name, "choice", args, kwargs, frame, dtypes)
+                self.total = total  # a choice record is not an op call
 
     def _unattributed(self, node) -> tuple:
         # AccumulateGrad (one per parameter) has no sequence number of its own: name its parameter's module
@@ -192,6 +194,8 @@ class Recording:
             what = _NOISE
         elif schema_name == "aten::_local_scalar_dense":
             what = _SCALAR
+        elif schema_name.startswith("aten::_foreach_") and schema_name.endswith("_") and not func._schema.returns:
+            what = _FOREACH_INPLACE
         else:
             what = _RECORD
         info = (what, name, "op" if ns == "aten" else "custom")
@@ -299,16 +303,16 @@ def _site_dirs() -> tuple[str, ...]:
 
 
 def _display_path(filename: str) -> str:
-    """Relative to the working directory when below it, to site-packages for installed packages."""
+    """Relative to site-packages for installed packages, else to the working directory when below it."""
     if not os.path.isabs(filename):
         return filename
     full = os.path.realpath(filename)
+    for d in _site_dirs():  # first: a virtual environment may well sit below the working directory
+        if full.startswith(d):
+            return full[len(d):]
     cwd = os.path.realpath(os.getcwd()) + os.sep
     if full.startswith(cwd):
         return full[len(cwd):]
-    for d in _site_dirs():
-        if full.startswith(d):
-            return full[len(d):]
     return full
 
 
@@ -338,6 +342,14 @@ class _OpRecorder(TorchDispatchMode):
         what = info[0]
         if what == _RECORD:
             self._add(info[1], info[2], args, kwargs, _getframe(1))
+            return func(*args, **kwargs)
+        if what == _FOREACH_INPLACE:
+            self._add(info[1], info[2], args, kwargs, _getframe(1))
+            first = args[0][0] if args and args[0] else None
+            if isinstance(first, Tensor) and first.device.type == "meta":
+                # an optimizer's in-place update of meta tensors changes nothing and returns nothing;
+                # torch's Python meta kernels for it take ~50 ms per call on a 7B model
+                return None
             return func(*args, **kwargs)
         rec.noise += what != _SCALAR
         if what == _RECORD_FN_ENTER:

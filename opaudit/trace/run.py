@@ -24,6 +24,7 @@ from opaudit.trace.schema import PHASES, Trace, TraceMeta
 
 def build_trace(rec: Recording, *, mode: str, mode_reason: str, train: bool, steps: int = 0,
                 amp: dict | None = None, optimizer: str | None = None, source: dict | None = None,
+                optimizer_steps: int = 0,
                 status: str = "complete", error: str | None = None, warnings: list[str] | None = None,
                 device: str | None = None) -> Trace:
     records, modules, sources = rec.records()
@@ -40,6 +41,7 @@ def build_trace(rec: Recording, *, mode: str, mode_reason: str, train: bool, ste
         amp=amp,
         optimizer=optimizer,
         steps=steps,
+        optimizer_steps=optimizer_steps,
         source=source or {},
         status=status,
         error=error,
@@ -94,10 +96,22 @@ class Recorder:
     @property
     def trace(self) -> Trace:
         if self._trace is None:
-            self._trace = build_trace(self.recording, mode=self.mode, mode_reason="code run by the caller",
-                                      train=any(k[2] == "backward" for k in self.recording.counts),
-                                      source=self.source, status=self.status, error=self.error)
+            t = build_trace(self.recording, mode=self.mode, mode_reason="the code chose its own devices",
+                            train=any(k[2] == "backward" for k in self.recording.counts),
+                            source=self.source, status=self.status, error=self.error)
+            t.meta.warnings.extend(optimizer_warnings(t))
+            self._trace = t
         return self._trace
+
+
+def optimizer_warnings(trace: Trace) -> list[str]:
+    """A script's optimizer on the CPU runs PyTorch's CPU default, not what an accelerator runs."""
+    stepped = [r for r in trace.records if r.phase == "optimizer" and r.module and r.module.startswith("<")]
+    if not stepped or any(r.op.startswith(("aten::_foreach_", "aten::_fused_")) for r in stepped):
+        return []
+    names = sorted({r.module.strip("<>") for r in stepped})
+    return [f"{', '.join(names)} ran its CPU default, the single-tensor loop; on CUDA and accelerator devices "
+            "it defaults to foreach (_foreach_* ops): opaudit scan --train traces that, or pass foreach=True"]
 
 
 def record(**kwargs: Any) -> Recorder:
@@ -138,12 +152,12 @@ def default_optimizer(params) -> torch.optim.Optimizer:
 
 
 def trace(
-    model: nn.Module | Callable[[], nn.Module],
-    inputs: Any = (),
+    model: nn.Module | Callable[[], Any],
+    inputs: Any = None,
     *,
     train: bool = False,
     mode: str = "auto",
-    steps: int = 2,
+    steps: int = 1,
     loss_fn: Callable[[Any, Any], torch.Tensor] | None = None,
     optimizer: Callable[[Any], torch.optim.Optimizer] | None = None,
     amp: str | None = None,
@@ -156,13 +170,17 @@ def trace(
     """Run ``model`` on ``inputs`` under the recorder and return what it ran.
 
     ``model`` and ``inputs`` are objects or zero-argument factories (a factory lets ``mode="meta"``
-    build a 7B model without memory). ``inputs`` is a tensor, a tuple of positional arguments or a
-    dict of keyword arguments. With ``train=True`` each of ``steps`` steps runs forward, ``loss_fn``
-    (default: the model's own loss, else the sum of its outputs), backward and an ``optimizer`` step
-    (default: AdamW with foreach, as on an accelerator). ``amp="fp16"|"bf16"`` runs the forward
-    pass under CUDA's autocast policy (and a GradScaler for fp16 training).
+    build a 7B model without memory); a model factory may return a ``(model, inputs)`` pair.
+    ``inputs`` is a tensor, a tuple of positional arguments or a dict of keyword arguments.
 
-    >>> t = opaudit.trace(torchvision_like_resnet(), torch.randn(2, 3, 64, 64), train=True)  # doctest: +SKIP
+    With ``train=True`` each of ``steps`` steps runs forward, ``loss_fn`` (default: the model's own
+    loss, else the sum of its outputs), backward and an ``optimizer`` step (default: AdamW with
+    foreach, as on an accelerator). The optimizer steps at least twice, on the last gradients if
+    ``steps`` is 1, because its first step initialises state and issues other ops.
+    ``amp="fp16"|"bf16"`` runs the forward pass under CUDA's autocast policy (and a GradScaler for
+    fp16 training).
+
+    >>> t = opaudit.trace(resnet50(), torch.randn(2, 3, 64, 64), train=True)  # doctest: +SKIP
     >>> t.to_pandas().groupby("phase").calls.sum()                                           # doctest: +SKIP
     """
     if amp is not None and amp not in AMP_DTYPES:
@@ -198,14 +216,22 @@ def trace(
     loss_fn = loss_fn or default_loss
     make_opt = optimizer or default_optimizer
     opt_name = None
+    optimizer_steps = max(steps, 2) if train else 0
     stage = "setup"
     m, x = prepared.model, prepared.inputs
-    common = dict(mode=prepared.mode, mode_reason=prepared.reason, train=train, amp=amp_meta, source=source)
+    common = dict(mode=prepared.mode, mode_reason=prepared.reason, train=train, amp=amp_meta, source=source,
+                  optimizer_steps=optimizer_steps, device=prepared.device)
 
+    @contextmanager
     def region():
-        if autocast is None:
-            return nullcontext()
-        return _amp_region(autocast, rec, amp_meta["dtype"])
+        # the forward pass and the loss: under autocast if asked, and on meta, with meta as the
+        # default device, so that tensors the model or the loss create (labels, masks) land there too
+        with torch.device("meta") if prepared.mode == "meta" else nullcontext():
+            if autocast is None:
+                yield
+            else:
+                with _amp_region(autocast, rec, amp_meta["dtype"]):
+                    yield
 
     try:
         with prepared.context():
@@ -229,22 +255,26 @@ def trace(
                         stage = "the forward pass"
                         with torch.no_grad(), region():
                             _call(m, x)
-                    for _ in range(steps if train else 0):
-                        stage = "the forward pass"
-                        with region():
-                            out = _call(m, x)
-                            stage = "the loss"
-                            loss = loss_fn(out, x)
-                        stage = "the backward pass"
-                        (scaler.scale(loss) if scaler is not None else loss).backward()
+                    for i in range(optimizer_steps):
+                        if i < steps:
+                            if i:
+                                opt.zero_grad(set_to_none=True)
+                            stage = "the forward pass"
+                            with region():
+                                out = _call(m, x)
+                                stage = "the loss"
+                                loss = loss_fn(out, x)
+                            stage = "the backward pass"
+                            (scaler.scale(loss) if scaler is not None else loss).backward()
+                            del out, loss
                         stage = "the optimizer step"
                         if scaler is not None:
                             scaler.step(opt)
                             scaler.update()
                         else:
                             opt.step()
+                    if train:
                         opt.zero_grad(set_to_none=True)
-                        del out, loss
             finally:
                 if autocast is not None:
                     autocast.uninstall()

@@ -90,7 +90,8 @@ class TraceMeta:
     phases: list[str]
     amp: dict[str, Any] | None = None  # {"dtype": "float16", "policy": "cuda", "grad_scaler": true}
     optimizer: str | None = None
-    steps: int = 0
+    steps: int = 0  # forward/backward passes when training
+    optimizer_steps: int = 0  # at least 2: step 1 initialises the optimizer state
     source: dict[str, Any] = field(default_factory=dict)  # what was traced: model file, script, api
     status: str = "complete"  # complete | partial (failed) | stopped (--max-ops / --timeout)
     error: str | None = None

@@ -1,0 +1,193 @@
+"""The command line, run as a user runs it (a fresh process): output, exit codes, files, bad input."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import FIXTURES, ROOT, run_cli
+
+MODELS = FIXTURES / "models"
+SCRIPTS = FIXTURES / "scripts"
+
+
+def _no_traceback(err: str) -> None:
+    assert "Traceback (most recent call last)" not in err
+
+
+def test_scan_prints_the_table_and_writes_json(tmp_path):
+    out_json = tmp_path / "trace.json"
+    code, out, err = run_cli("scan", "examples/model.py", "--train", "--json", str(out_json))
+    assert code == 0, err
+    assert "mode: real" in err and f"trace written to {out_json}" in err
+    for word in ("forward", "backward", "optimizer", "convolution_backward", "scaled_dot_product_attention",
+                 "[choice]", "_foreach_addcdiv_.ScalarList", "examples/model.py:"):
+        assert word in out, word
+    data = json.loads(out_json.read_text())
+    assert data["schema"] == "opaudit-trace" and data["meta"]["train"] is True
+    # report reads it back without running the model, and shows the same table
+    code2, out2, _ = run_cli("report", str(out_json))
+    assert code2 == 0 and out2 == out
+
+
+def test_named_factory_returning_model_and_inputs():
+    code, out, err = run_cli("scan", f"{MODELS / 'pair_factory.py'}:tiny")
+    assert code == 0, err
+    assert "gelu" in out and "addmm" in out
+
+
+def test_missing_file_is_bad_input():
+    code, out, err = run_cli("scan", "does/not/exist.py")
+    assert code == 2 and "model file not found: does/not/exist.py" in err
+    _no_traceback(err)
+
+
+def test_file_without_factory_lists_what_it_has():
+    code, _, err = run_cli("scan", str(MODELS / "no_factory.py"))
+    assert code == 2
+    assert "no_factory.py has no function get_model()" in err
+    assert "build, make_batch" in err
+    _no_traceback(err)
+    code, _, err = run_cli("scan", f"{MODELS / 'no_factory.py'}:make")
+    assert code == 2 and "has no function make()" in err
+
+
+def test_factory_that_raises_shows_the_users_frames():
+    code, _, err = run_cli("scan", str(MODELS / "raises.py"))
+    assert code == 3
+    assert "checkpoint weights/layer3.pt not found" in err
+    assert "raises.py\", line 6, in get_model" in err and "raises.py\", line 10, in _missing_layer" in err
+    assert "site-packages/torch" not in err and "opaudit/" not in err
+    _no_traceback(err)
+
+
+def test_factory_that_calls_sys_exit():
+    code, _, err = run_cli("scan", str(MODELS / "exits.py"))
+    assert code == 3 and "sys.exit(2)" in err
+    _no_traceback(err)
+
+
+def test_syntax_error_in_the_model_file():
+    code, _, err = run_cli("scan", str(MODELS / "syntax_error.py"))
+    assert code == 3 and "syntax_error.py, line 3" in err
+    _no_traceback(err)
+
+
+def test_wrong_shape_saves_the_partial_trace(tmp_path):
+    out_json = tmp_path / "t.json"
+    code, _, err = run_cli("scan", str(MODELS / "wrong_shape.py"), "--json", str(out_json))
+    assert code == 3
+    assert "the model failed in the forward pass" in err and "mat1 and mat2 shapes cannot be multiplied" in err
+    assert "wrong_shape.py\", line 13, in forward" in err
+    assert "get_inputs() returns tensors of the shapes" in err
+    _no_traceback(err)
+    data = json.loads(out_json.read_text())
+    assert data["meta"]["status"] == "partial"
+    # the failing call is recorded too: it was issued, by `second`
+    assert {r["module"] for r in data["records"] if r["op"] == "aten::addmm.default"} == {"first", "second"}
+
+
+def test_partial_trace_goes_to_a_default_file_without_json(tmp_path):
+    code, _, err = run_cli("scan", str(MODELS / "wrong_shape.py"), cwd=tmp_path)
+    assert code == 3 and "saved to opaudit-trace.partial.json" in err
+    assert (tmp_path / "opaudit-trace.partial.json").exists()
+
+
+def test_unwritable_output(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, _, err = run_cli("scan", "examples/model.py", "-q", "--json", str(blocker / "t.json"))
+    assert code == 4 and "cannot write" in err
+    _no_traceback(err)
+
+
+def test_report_of_a_bad_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "opaudit-trace", "version": 99}')
+    code, _, err = run_cli("report", str(bad))
+    assert code == 2 and "schema version 99" in err
+    bad.write_text("{not json")
+    code, _, err = run_cli("report", str(bad))
+    assert code == 2 and "is not valid JSON (line 1" in err
+    code, _, err = run_cli("report", str(tmp_path / "none.json"))
+    assert code == 2 and "trace file not found" in err
+
+
+def test_unknown_option_value_is_a_usage_error():
+    code, _, err = run_cli("scan", "examples/model.py", "--mode", "gpu")
+    assert code == 2 and "gpu" in err
+    _no_traceback(err)
+
+
+def test_trace_runs_a_script_with_its_own_arguments(tmp_path):
+    out_json = tmp_path / "s.json"
+    code, out, err = run_cli("trace", "--json", str(out_json), "--", str(SCRIPTS / "train_args.py"),
+                             "--steps", "2", "--width", "8")
+    assert code == 0, err
+    assert "done 2 steps width 8" in out
+    data = json.loads(out_json.read_text())
+    assert data["meta"]["source"]["argv"] == ["--steps", "2", "--width", "8"]
+    assert data["meta"]["phases"] == ["forward", "backward", "optimizer"]
+    addmm = [r for r in data["records"] if r["op"] == "aten::addmm.default"]
+    assert sum(r["calls"] for r in addmm) == 4 and {r["module"] for r in addmm} == {"Sequential.0", "Sequential.2"}
+    assert all(r["source"].endswith("train_args.py:15") for r in addmm)
+
+
+def test_trace_of_a_failing_script(tmp_path):
+    code, _, err = run_cli("trace", "--json", str(tmp_path / "p.json"), "--", str(SCRIPTS / "raises_midway.py"))
+    assert code == 3 and "raises_midway.py failed: RuntimeError" in err
+    assert "raises_midway.py\", line 6, in <module>" in err
+    _no_traceback(err)
+    data = json.loads((tmp_path / "p.json").read_text())
+    assert data["meta"]["status"] == "partial" and any(r["op"] == "aten::mm.default" for r in data["records"])
+
+
+def test_trace_script_exit_codes():
+    code, _, err = run_cli("trace", "-q", "--", str(SCRIPTS / "exit_zero.py"))
+    assert code == 0, err
+    code, _, err = run_cli("trace", "-q", "--", str(SCRIPTS / "exit_three.py"), cwd=ROOT / "tests")
+    assert code == 3 and "exited with status 3" in err
+    code, _, err = run_cli("trace", "--", "missing_script.py")
+    assert code == 2 and "script not found" in err
+
+
+def test_trace_stops_at_max_ops_and_timeout(tmp_path):
+    code, _, err = run_cli("trace", "--max-ops", "500", "--json", str(tmp_path / "a.json"), "--",
+                           str(SCRIPTS / "forever.py"))
+    assert code == 0 and "stopped after 500 ops" in err
+    data = json.loads((tmp_path / "a.json").read_text())
+    assert data["meta"]["status"] == "stopped" and data["meta"]["total_calls"] == 500
+    code, _, err = run_cli("trace", "--timeout", "2", "--json", str(tmp_path / "b.json"), "--",
+                           str(SCRIPTS / "sleepy.py"), timeout=60)
+    assert code == 0 and "stopped after 2 s" in err
+    assert json.loads((tmp_path / "b.json").read_text())["meta"]["status"] == "stopped"
+
+
+def test_trace_a_module_with_dash_m():
+    code, out, err = run_cli("trace", "-m", "--", "pkg", "--flag", cwd=SCRIPTS)
+    assert code == 0, err
+    assert "module argv ['--flag']" in out and "neg" in out
+
+
+def test_version_and_help():
+    code, out, _ = run_cli("--version")
+    assert code == 0 and out.startswith("opaudit 0.")
+    code, out, _ = run_cli("--help")
+    assert code == 0 and "scan" in out and "trace" in out and "report" in out
+
+
+def test_the_bundled_cuda_training_script_traces_on_a_cpu(tmp_path):
+    out_json = tmp_path / "train.json"
+    code, out, err = run_cli("trace", "-q", "--json", str(out_json), "--", "examples/train_cuda.py", "--epochs", "1",
+                             "--steps-per-epoch", "2", "--batch-size", "4")
+    assert code == 0, err
+    assert "epoch 0: loss" in out
+    data = json.loads(out_json.read_text())
+    meta = data["meta"]
+    assert meta["status"] == "complete" and meta["phases"] == ["forward", "backward", "optimizer"]
+    assert meta["source"]["path"] == "examples/train_cuda.py"
+    # without CUDA the script steps AdamW on the CPU: the single-tensor loop, which the trace flags
+    assert any("single-tensor loop" in w for w in meta["warnings"])
+    ops = {r["op"] for r in data["records"]}
+    assert {"aten::convolution_backward.default", "aten::native_batch_norm_backward.default"} <= ops
+    choices = {r["op"] for r in data["records"] if r["kind"] == "choice"}
+    assert choices == {"aten::batch_norm.default", "aten::dropout.default"}

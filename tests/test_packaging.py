@@ -1,0 +1,39 @@
+"""An installed wheel (not only this checkout) carries the data folders and finds them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+
+from conftest import ROOT
+
+
+def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp_path / "dist"), str(ROOT)], check=True, capture_output=True)
+    wheel = next((tmp_path / "dist").glob("opaudit-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    for folder in ("coverage_db", "rules", "reports"):
+        assert any(n.startswith(f"opaudit/_data/{folder}/") for n in names), folder
+    assert "opaudit/_data/coverage_db/curated/device_selected.toml" in names
+    assert "opaudit/trace/trace.schema.json" in names
+
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+                   check=True, capture_output=True)
+    probe = (
+        "import opaudit, opaudit.data as d, torch;"
+        "print(opaudit.__file__);"
+        "print(*(d.data_dir(n) for n in d.FOLDERS));"
+        "m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5));"
+        "t = opaudit.trace(m, torch.randn(2, 8), train=True);"
+        "print(sorted(r.op for r in t.records if r.kind == 'choice'))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True,
+                         cwd=tmp_path, env=env).stdout.splitlines()
+    assert out[0].startswith(str(target))
+    assert all(p.startswith(str(target / "opaudit" / "_data")) for p in out[1].split())
+    assert out[2] == "['aten::dropout.default']"  # the tracer read device_selected.toml from the wheel

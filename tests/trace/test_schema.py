@@ -1,0 +1,76 @@
+"""The trace file: versioned, documented by a JSON Schema, read back exactly; bad files refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import opaudit
+from opaudit.errors import InputError
+from opaudit.trace.schema import SCHEMA_VERSION, Trace
+
+SCHEMA = json.loads((Path(opaudit.__file__).parent / "trace" / "trace.schema.json").read_text())
+
+
+def test_saved_trace_validates_and_round_trips(resnet_train, tmp_path):
+    trace, _ = resnet_train
+    path = trace.save(tmp_path / "t.json")
+    data = json.loads(path.read_text())
+    jsonschema.validate(data, SCHEMA)
+    assert data["version"] == SCHEMA_VERSION
+    back = opaudit.load_trace(path)
+    assert back.records == trace.records
+    assert back.meta == trace.meta
+    assert back.modules == trace.modules and back.sources == trace.sources
+
+
+def test_amp_and_shapes_traces_validate(tmp_path):
+    import torch
+
+    t = opaudit.trace(torch.nn.Linear(4, 4), torch.randn(2, 4), train=True, amp="fp16", shapes=True)
+    data = t.to_json()
+    jsonschema.validate(data, SCHEMA)
+    assert all("shapes" in r for r in data["records"])
+
+
+def test_to_pandas_is_one_row_per_record(resnet_train):
+    trace, _ = resnet_train
+    df = trace.to_pandas()
+    assert len(df) == len(trace.records)
+    assert list(df.columns) == ["op", "kind", "phase", "dtypes", "module", "module_type", "source", "code",
+                                "within", "calls", "shapes"]
+    assert df["calls"].sum() == trace.meta.total_calls + sum(r.calls for r in trace.records if r.kind == "choice")
+    conv = df[(df.op == "aten::convolution.default") & (df.module == "layer4.0.conv2")]
+    assert conv.module_type.tolist() == ["Conv2d"] and conv.code.str.contains("conv2").all()
+
+
+def test_other_schema_versions_and_damaged_files_are_refused(resnet_train, tmp_path):
+    trace, _ = resnet_train
+    data = trace.to_json()
+    with pytest.raises(InputError, match="schema version 2"):
+        Trace.from_json({**data, "version": 2}, origin="x.json")
+    with pytest.raises(InputError, match="not an opaudit trace"):
+        Trace.from_json({"records": []}, origin="x.json")
+    broken = {**data, "records": [{"op": "aten::add.Tensor"}]}
+    with pytest.raises(InputError, match="damaged"):
+        Trace.from_json(broken, origin="x.json")
+
+
+def test_save_is_atomic_and_keeps_the_old_file_on_failure(resnet_train, tmp_path, monkeypatch):
+    trace, _ = resnet_train
+    path = tmp_path / "t.json"
+    path.write_text("previous")
+
+    def boom(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    import os
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(opaudit.OpauditError, match="No space left"):
+        trace.save(path)
+    assert path.read_text() == "previous"
+    assert [p.name for p in tmp_path.iterdir()] == ["t.json"]
