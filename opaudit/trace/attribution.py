@@ -6,6 +6,7 @@ the forward side that those numbers point back to.
 
 from __future__ import annotations
 
+import functools
 import os
 import sysconfig
 from pathlib import Path
@@ -118,11 +119,11 @@ class SourceLocator:
     ``torch.autograd.backward`` as part of the backward pass.
     """
 
-    def __init__(self, skip: tuple[str, ...] = ()):
+    def __init__(self):
         import opaudit
 
         opaudit_dir = _dir_of(opaudit)
-        self._internal = (_dir_of(torch), opaudit_dir, *skip)
+        self._internal = (_dir_of(torch), opaudit_dir)
         # opaudit's driver calls the model, the default loss and the optimizer: a walk that reaches it
         # found no user line (the recorder's own frames, by contrast, sit under every op: skipped)
         self._driver = os.path.join(opaudit_dir, "trace", "run.py")
@@ -211,12 +212,7 @@ def line_of(code: CodeType, offset: int) -> int:
     return code.co_firstlineno
 
 
-_locators: dict[tuple[str, ...], SourceLocator] = {}
-
-
-def source_locator(skip: tuple[str, ...] = ()) -> SourceLocator:
-    """The process-wide locator for ``skip``: its per-code cache outlives one recording."""
-    loc = _locators.get(skip)
-    if loc is None:
-        loc = _locators[skip] = SourceLocator(skip)
-    return loc
+@functools.cache
+def source_locator() -> SourceLocator:
+    """The process-wide locator: its per-code cache outlives one recording."""
+    return SourceLocator()

@@ -71,14 +71,16 @@ def split_target(target: str) -> tuple[str, str | None]:
 
 
 def import_file(path: Path) -> ModuleType:
-    """Import a .py file by path (its folder first on sys.path, so its sibling imports work)."""
+    """Import a .py file by path. Its folder goes first on sys.path, and stays there, as for
+    ``python file.py``: its factories may import sibling modules when they are called."""
     name = "_opaudit_user_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise InputError(f"{path} cannot be imported as Python (expected a .py file)")
     module = importlib.util.module_from_spec(spec)
     folder = str(path.parent)
-    sys.path.insert(0, folder)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
@@ -92,9 +94,6 @@ def import_file(path: Path) -> ModuleType:
     except Exception as e:
         sys.modules.pop(name, None)
         raise UserCodeError(f"importing {path.name} failed: {describe_exception(e)}", details=user_frames(e)) from None
-    finally:
-        if folder in sys.path:
-            sys.path.remove(folder)
     return module
 
 

@@ -14,6 +14,7 @@ created; in backward, ``_current_autograd_node()._sequence_nr()`` looks it up ag
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import site
@@ -64,12 +65,11 @@ class Recording:
         max_ops: int | None = None,
         timeout: float | None = None,
         progress: Callable[[int], None] | None = None,
-        skip: tuple[str, ...] = (),
     ):
         self.counts: dict[tuple, int] = {}
         self.seq: dict[int, tuple] = {}
         self.modules = ModuleStack(root)
-        self.locator = source_locator(skip)
+        self.locator = source_locator()
         self.shapes = shapes
         self.oracle = scalar_oracle
         self.within: str | None = None
@@ -82,7 +82,7 @@ class Recording:
         self.noise = 0
         self.unattributed = 0
         self.devices: set[str] = set()
-        self._info: dict[Any, tuple[int, str, str]] = {}
+        self._info: dict[Any, tuple] = {}
         self.max_ops = max_ops
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.progress = progress
@@ -177,8 +177,8 @@ class Recording:
         self._limit = nxt if self.max_ops is None else min(nxt, self.max_ops)
 
     # -- op classification (once per OpOverload) ---------------------------------------------------
-    def describe(self, func, args) -> tuple[int, str, str]:
-        """(what to do, op key, kind) for an OpOverload; computed once per overload."""
+    def describe(self, func, args) -> tuple:
+        """(what to do, op key, kind, callable) for an OpOverload; computed once per overload."""
         for a in args:  # the devices the traced code used, sampled once per op overload
             if isinstance(a, torch.Tensor):
                 self.devices.add(a.device.type)
@@ -198,7 +198,8 @@ class Recording:
             what = _FOREACH_INPLACE
         else:
             what = _RECORD
-        info = (what, name, "op" if ns == "aten" else "custom")
+        # the C++ entry point itself: OpOverload.__call__ would only add a Python frame per op
+        info = (what, name, "op" if ns == "aten" else "custom", getattr(func, "_op", func))
         self._info[func] = info
         return info
 
@@ -293,6 +294,7 @@ def _shapes(args, kwargs) -> tuple[str, ...]:
     return tuple(out)
 
 
+@functools.cache
 def _site_dirs() -> tuple[str, ...]:
     dirs = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
     try:
@@ -335,7 +337,7 @@ class _OpRecorder(TorchDispatchMode):
         info = self._info(func)
         if info is not None and info[0] == _RECORD:
             self._add(info[1], info[2], args, kwargs, _getframe(1))
-            return func(*args, **kwargs)
+            return info[3](*args, **kwargs)
         rec = self.rec
         if info is None:
             info = rec.describe(func, args)

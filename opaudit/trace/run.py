@@ -114,9 +114,14 @@ def optimizer_warnings(trace: Trace) -> list[str]:
             "it defaults to foreach (_foreach_* ops): opaudit scan --train traces that, or pass foreach=True"]
 
 
-def record(**kwargs: Any) -> Recorder:
-    """A context manager that records every op run inside it (``shapes``, ``max_ops``, ``timeout``)."""
-    return Recorder(**kwargs)
+def record(*, root: nn.Module | None = None, shapes: bool = False, max_ops: int | None = None,
+           timeout: float | None = None, progress: Callable[[int], None] | None = None) -> Recorder:
+    """A context manager that records every op run inside it; ``.trace`` afterwards.
+
+    ``root`` names modules by their path in it (else by class); ``max_ops`` and ``timeout`` end the
+    recording early (``status="stopped"``; the ``with`` block is left at that point).
+    """
+    return Recorder(root=root, shapes=shapes, max_ops=max_ops, timeout=timeout, progress=progress)
 
 
 def _call(model: nn.Module, inputs: Any) -> Any:

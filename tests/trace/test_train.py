@@ -72,3 +72,18 @@ def test_a_failing_backward_keeps_a_partial_trace():
         assert "aten::addmm.default" in e.partial.ops("forward")
     else:
         raise AssertionError("expected an error")
+
+
+def test_bert_training_attributes_embeddings_and_classifier():
+    import hf_models
+
+    torch.manual_seed(0)
+    t = opaudit.trace(hf_models.bert, train=True, mode="real")
+    emb = {r.module: r.calls for r in t.records if r.op == "aten::embedding_dense_backward.default"}
+    assert emb == {"bert.embeddings.word_embeddings": 1, "bert.embeddings.position_embeddings": 1,
+                   "bert.embeddings.token_type_embeddings": 1}
+    # the classification loss is the model's own (labels were given): computed in its forward
+    assert "aten::nll_loss_forward.default" in t.ops("forward")
+    layer_norm_bw = {r.module for r in t.records if r.op == "aten::native_layer_norm_backward.default"}
+    assert len(layer_norm_bw) == 1 + 12 * 2  # embeddings.LayerNorm and two per encoder layer
+    assert t.modules["classifier"] == "Linear"
