@@ -1,4 +1,4 @@
-"""Who issued an op: the module (global forward hooks) and the user's source line (frame walk).
+"""Who issued an op: the module (a wrapped ``nn.Module.__call__``) and the user's source line (frame walk).
 
 Backward ops are attributed through autograd sequence numbers by the recorder; this file supplies
 the forward side that those numbers point back to.
@@ -31,7 +31,7 @@ def _dir_of(module) -> str:
 
 
 class ModuleStack:
-    """The path of the module whose forward is running, kept by two global module hooks.
+    """The path of the module whose forward is running, kept while ``nn.Module.__call__`` is wrapped.
 
     Paths are the ``named_modules()`` names of ``root`` (``""`` is the root itself). A module the
     tracer was not told about is named from the module that called it, or, at top level, by its
@@ -44,7 +44,7 @@ class ModuleStack:
         self._paths: dict[int, tuple[nn.Module, str]] = {}
         self._by_path: dict[str, nn.Module] = {}
         self._param_owner: dict[int, str] | None = None
-        self._handles: list = []
+        self._original = None
         if root is not None:
             for name, m in root.named_modules():
                 self._remember(m, name)
@@ -76,33 +76,35 @@ class ModuleStack:
                 self._remember(m, f"{path}.{name}" if name else path)
         return path
 
-    # the two hooks: kept minimal, they run on every module call
-    def _pre(self, module: nn.Module, args) -> None:
-        entry = self._paths.get(id(module))
-        self.stack.append(entry[1] if entry is not None and entry[0] is module else self._name(module))
-
-    def _post(self, module: nn.Module, args, output) -> None:
-        if self.stack:
-            self.stack.pop()
-
     def install(self) -> None:
-        from torch.nn.modules import module as mod
+        """Wrap ``nn.Module.__call__`` until :meth:`remove`.
 
-        self._handles = [mod.register_module_forward_pre_hook(self._pre)]
-        try:
-            self._handles.append(mod.register_module_forward_hook(self._post, always_call=True))
-        except TypeError:  # torch < 2.2 has no always_call
-            self._handles.append(mod.register_module_forward_hook(self._post))
+        A wrapper, not global forward hooks: any global hook sends every module call down the slow
+        path of ``Module._call_impl``, which costs more than the bookkeeping itself.
+        """
+        paths, stack, name = self._paths, self.stack, self._name
+        original = self._original = nn.Module.__call__
+
+        def __call__(module, *args, **kwargs):
+            entry = paths.get(id(module))
+            stack.append(entry[1] if entry is not None and entry[0] is module else name(module))
+            try:
+                return original(module, *args, **kwargs)
+            finally:
+                stack.pop()
+
+        nn.Module.__call__ = __call__
 
     def remove(self) -> None:
-        for h in self._handles:
-            h.remove()
-        self._handles = []
+        if self._original is not None:
+            nn.Module.__call__ = self._original
+            self._original = None
         self.stack.clear()
 
     def owner_of(self, param: torch.Tensor) -> str | None:
-        """The path of the module that holds ``param`` (for AccumulateGrad in backward)."""
-        if self._param_owner is None or id(param) not in self._param_owner:
+        """The path of the module that holds ``param`` (for AccumulateGrad in backward); None for a
+        leaf tensor that no known module holds (an input that requires grad)."""
+        if self._param_owner is None:  # (re)built once after each newly named module
             owner: dict[int, str] = {}
             for module, path in list(self._paths.values()):
                 for p in module.parameters(recurse=False):

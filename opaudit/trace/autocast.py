@@ -203,12 +203,12 @@ def _set_cpu_enabled(on: bool) -> None:
         torch.set_autocast_cpu_enabled(on)
 
 
-def policy_dtypes(op: str, dtypes: tuple[str, ...], low: str) -> tuple[str, ...]:
+def policy_dtypes(op: str, dtypes: tuple, low: torch.dtype) -> tuple:
     """The dtypes a call of ``op`` (a choice record) runs in under the CUDA policy."""
     policy = cuda_policy().ops.get(op.removesuffix(".default"))
-    floating = {"float32", "float16", "bfloat16"}
+    floating = (torch.float32, torch.float16, torch.bfloat16)
     if policy == "lower_precision_fp":
         return tuple(low if d in floating else d for d in dtypes)
     if policy == "fp32":
-        return tuple("float32" if d in floating else d for d in dtypes)
+        return tuple(torch.float32 if d in floating else d for d in dtypes)
     return dtypes

@@ -25,9 +25,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode_temporarily
+from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_dispatch_mode
 
-from opaudit.trace.attribution import HINT_OPTIMIZER, ModuleStack, source_locator
+from opaudit.trace.attribution import HINT_NONE, HINT_OPTIMIZER, ModuleStack, source_locator
 from opaudit.trace.autocast import policy_dtypes
 from opaudit.trace.choices import ChoiceWatch
 from opaudit.trace.scalars import ScalarOracle
@@ -54,7 +55,7 @@ class TraceStopped(BaseException):
 
 
 class Recording:
-    """The state of one recording. Build a Trace from it with :meth:`to_trace` (see run.py)."""
+    """The state of one recording; ``run.build_trace`` turns it into a Trace."""
 
     def __init__(
         self,
@@ -73,7 +74,8 @@ class Recording:
         self.shapes = shapes
         self.oracle = scalar_oracle
         self.within: str | None = None
-        self.amp_low: str | None = None  # set while a forward pass runs under autocast
+        self.mode: TorchDispatchMode | None = None  # the recorder's dispatch mode while it is active
+        self.amp_low: torch.dtype | None = None  # set while a forward pass runs under autocast
         self.record_fns: list[bool] = []  # one per open profiler record: is it an optimizer's?
         self.optimizer_depth = 0
         self.optimizer_module: str | None = None
@@ -88,10 +90,11 @@ class Recording:
         self.progress = progress
         self.stopped: str | None = None
         self.started = time.perf_counter()
+        self.ended: float | None = None
         self._limit = _TICK if max_ops is None else min(_TICK, max_ops)
 
     # -- the hot path ---------------------------------------------------------------------------
-    def add(self, name: str, kind: str, args, kwargs, frame, dtypes: tuple | None = None) -> None:
+    def add(self, name: str, kind: str, args, kwargs, frame) -> None:
         if self.total >= self._limit:
             self._tick()  # progress, and the limits: raises TraceStopped before this op runs
         self.total += 1
@@ -103,55 +106,52 @@ class Recording:
                 attr = self._unattributed(node)
             module, loc, within = attr
         else:
-            loc, hint = self.locator.locate(frame)
+            phase, module, loc = self._where(frame)
             within = self.within
-            if hint == 0 and not self.optimizer_depth:
-                phase = "forward"
-                stack = self.modules.stack
-                module = stack[-1] if stack else None
-                if _grad_enabled():
-                    self.seq.setdefault(_next_sequence_nr() - 1, (module, loc, within))
-            elif self.optimizer_depth or hint == HINT_OPTIMIZER:
-                phase = "optimizer"
-                module = self.optimizer_module if self.optimizer_depth else None
-            else:
-                phase = "backward"
-                module = None
-        if dtypes is None:
-            dtypes = []
-            for a in args:
-                if isinstance(a, Tensor):
-                    dtypes.append(a.dtype)
-                elif (a.__class__ is list or a.__class__ is tuple) and a and (isinstance(a[0], Tensor) or a[0] is None):
-                    sig = _list_signature(a)
-                    if sig is not None:
-                        dtypes.append(sig)
-            if kwargs:
-                for a in kwargs.values():
-                    if isinstance(a, Tensor):
-                        dtypes.append(a.dtype)
-            dtypes = tuple(dtypes)
-        key = (name, kind, phase, dtypes, module, loc, within, _shapes(args, kwargs) if self.shapes else None)
+            if phase == "forward" and _grad_enabled():
+                self.seq.setdefault(_next_sequence_nr() - 1, (module, loc, within))
+        key = (name, kind, phase, _signature(args, kwargs), module, loc, within,
+               _shapes(args, kwargs) if self.shapes else None)
         counts = self.counts
         counts[key] = counts.get(key, 0) + 1
 
+    def _where(self, frame) -> tuple[str, str | None, tuple | None]:
+        """(phase, module, location) of an op issued outside the autograd engine."""
+        loc, hint = self.locator.locate(frame)
+        if hint == HINT_NONE and not self.optimizer_depth:
+            stack = self.modules.stack
+            return "forward", stack[-1] if stack else None, loc
+        if self.optimizer_depth or hint == HINT_OPTIMIZER:
+            return "optimizer", self.optimizer_module if self.optimizer_depth else None, loc
+        return "backward", None, loc
+
     def choice(self, name: str, args, kwargs, frame, run):
-        """A call of a device-selected composite: its ops are marked ``within`` it (see choices.py)."""
-        if self.within is not None:
+        """A call of a device-selected composite (see choices.py).
+
+        Recorded once, as a ``choice``; the ops it runs are what this machine picks (the CPU's
+        oneDNN RNN, meta's math attention), so the recorder steps aside while they run, which also
+        spares the dispatch round trip for each of them. The autograd nodes they create are tied
+        to the choice, so their backward ops are recorded with ``within`` set to it.
+        """
+        if self.within is not None or _current_dispatch_mode() is not self.mode:
             return run(*args, **kwargs)
-        before = self.total
+        phase, module, loc = self._where(frame)
+        first_node = _next_sequence_nr()
         self.within = name
         try:
-            return run(*args, **kwargs)
+            with _pop_mode_temporarily():
+                result = run(*args, **kwargs)
         finally:
             self.within = None
-            if self.total != before:  # it ran ops (an eval-mode dropout runs none)
-                dtypes = _signature(args, kwargs)
-                if self.amp_low is not None:
-                    dtypes = policy_dtypes(name, dtypes, self.amp_low)
-                total = self.total
-                self.add(name, "choice", args, kwargs, frame, dtypes)
-                self.total = total  # a choice record is not an op call
+        for seq in range(first_node, _next_sequence_nr()):
+            self.seq.setdefault(seq, (module, loc, name))
+        if not (args and result is args[0]):  # an eval-mode dropout returns its input: nothing ran
+            dtypes = _signature(args, kwargs)
+            if self.amp_low is not None:
+                dtypes = policy_dtypes(name, dtypes, self.amp_low)
+            key = (name, "choice", phase, dtypes, module, loc, None, _shapes(args, kwargs) if self.shapes else None)
+            self.counts[key] = self.counts.get(key, 0) + 1
+        return result
 
     def _unattributed(self, node) -> tuple:
         # AccumulateGrad (one per parameter) has no sequence number of its own: name its parameter's module
@@ -255,33 +255,29 @@ class Recording:
 _PHASE_ORDER = {"forward": 0, "backward": 1, "optimizer": 2}
 
 
-def _signature(args, kwargs) -> tuple[str, ...]:
-    """The dtype signature of a call, as names (the hot path in Recording.add keeps dtype objects)."""
+def _signature(args, kwargs) -> tuple:
+    """The dtypes of a call's tensor arguments, in order: dtype objects (names only once, in
+    ``records()``: this runs for every op), and ``"float32[]"`` for a tensor list."""
     sig = []
     for a in args:
-        if isinstance(a, torch.Tensor):
-            sig.append(_DTYPE[a.dtype])
-        elif isinstance(a, (list, tuple)) and a:
-            s = _list_signature(a)
-            if s is not None:
-                sig.append(s)
+        if isinstance(a, Tensor):
+            sig.append(a.dtype)
+        elif (a.__class__ is list or a.__class__ is tuple) and a and (isinstance(a[0], Tensor) or a[0] is None):
+            names = _list_signature(a)
+            if names is not None:
+                sig.append(names)
     if kwargs:
         for a in kwargs.values():
-            if isinstance(a, torch.Tensor):
-                sig.append(_DTYPE[a.dtype])
-            elif isinstance(a, (list, tuple)) and a:
-                s = _list_signature(a)
-                if s is not None:
-                    sig.append(s)
+            if isinstance(a, Tensor):
+                sig.append(a.dtype)
     return tuple(sig)
 
 
 def _list_signature(seq) -> str | None:
-    dts = {_DTYPE[t.dtype] for t in seq if isinstance(t, torch.Tensor)}
+    dts = {_DTYPE[t.dtype] for t in seq if isinstance(t, Tensor)}
     if not dts:
         return None
     return "|".join(sorted(dts)) + "[]"
-
 
 
 def _shapes(args, kwargs) -> tuple[str, ...]:
@@ -368,13 +364,16 @@ class _OpRecorder(TorchDispatchMode):
 
 @contextmanager
 def recording(rec: Recording) -> Iterator[Recording]:
-    """Run the body under the recorder; module hooks are installed for its duration."""
+    """Run the body under the recorder, with modules and device-selected entry points watched."""
     watch = ChoiceWatch(rec.choice)
     rec.modules.install()
     watch.install()
+    rec.mode = _OpRecorder(rec)
     try:
-        with _OpRecorder(rec):
+        with rec.mode:
             yield rec
     finally:
+        rec.mode = None
+        rec.ended = time.perf_counter()
         watch.remove()
         rec.modules.remove()

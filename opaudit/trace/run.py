@@ -15,6 +15,7 @@ from torch.utils import _pytree as pytree
 
 import opaudit
 from opaudit.errors import OpauditError, UserCodeError, describe_exception, user_frames
+from opaudit.trace.attribution import source_locator
 from opaudit.trace.autocast import AMP_DTYPES, CudaAutocast
 from opaudit.trace.modes import MODES, prepare
 from opaudit.trace.recorder import Recording, TraceStopped, recording
@@ -46,7 +47,7 @@ def build_trace(rec: Recording, *, mode: str, mode_reason: str, train: bool, ste
         status=status,
         error=error,
         created=datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
-        duration_s=round(time.perf_counter() - rec.started, 4),
+        duration_s=round((rec.ended or time.perf_counter()) - rec.started, 4),
         total_calls=rec.total,
         noise_calls=rec.noise,
         unattributed_backward_calls=rec.unattributed,
@@ -205,9 +206,8 @@ def trace(
     if on_mode is not None:
         on_mode(prepared.mode, prepared.reason)
 
-    rec = Recording(root=prepared.model, shapes=shapes, progress=progress)
-    if prepared.mode in ("meta", "fake"):
-        rec.oracle = ScalarOracle(rec.locator, scalar_oracle)
+    oracle = ScalarOracle(source_locator(), scalar_oracle) if prepared.mode in ("meta", "fake") else None
+    rec = Recording(root=prepared.model, shapes=shapes, scalar_oracle=oracle, progress=progress)
     amp_dtype = AMP_DTYPES.get(amp) if amp else None
     autocast = CudaAutocast(amp_dtype) if amp_dtype is not None else None
     use_scaler = train and amp == "fp16"
@@ -235,7 +235,7 @@ def trace(
             if autocast is None:
                 yield
             else:
-                with _amp_region(autocast, rec, amp_meta["dtype"]):
+                with _amp_region(autocast, rec, amp_dtype):
                     yield
 
     try:
@@ -301,7 +301,7 @@ def _partial(rec: Recording, msg: str, common: dict, warnings: list[str]) -> Tra
 
 
 @contextmanager
-def _amp_region(autocast: CudaAutocast, rec: Recording, low: str) -> Iterator[None]:
+def _amp_region(autocast: CudaAutocast, rec: Recording, low: torch.dtype) -> Iterator[None]:
     rec.amp_low = low
     try:
         with autocast.region():

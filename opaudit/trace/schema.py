@@ -28,7 +28,7 @@ class OpRecord:
     ``kind`` is ``op`` for an aten op as a backend receives it, ``custom`` for an op of another
     namespace (a vendor's ``npu::``, a user's ``torch.library`` op), and ``choice`` for a call of a
     composite whose kernel PyTorch picks per device (see coverage_db/curated/device_selected.toml);
-    the ops run inside a choice carry its name in ``within``.
+    the backward ops of what the choice ran carry its name in ``within``.
     """
 
     op: str
