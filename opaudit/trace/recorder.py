@@ -40,7 +40,7 @@ _current_node = torch._C._current_autograd_node
 _next_sequence_nr = torch._C._autograd._get_sequence_nr
 
 # what describe() says to do with an OpOverload
-_RECORD, _NOISE, _RECORD_FN_ENTER, _RECORD_FN_EXIT, _SCALAR, _FOREACH_INPLACE = range(6)
+_RECORD, _NOISE, _RECORD_FN_ENTER, _RECORD_FN_EXIT, _SCALAR, _META_FAST = range(6)
 _NOISE_NAMESPACES = frozenset({"profiler", "prim", "prims"})
 _DTYPE = {d: str(d).removeprefix("torch.") for d in vars(torch).values() if isinstance(d, torch.dtype)}
 _TICK = 4096
@@ -194,8 +194,8 @@ class Recording:
             what = _NOISE
         elif schema_name == "aten::_local_scalar_dense":
             what = _SCALAR
-        elif schema_name.startswith("aten::_foreach_") and schema_name.endswith("_") and not func._schema.returns:
-            what = _FOREACH_INPLACE
+        elif _meta_fast_path(func) is not None:
+            what = _META_FAST
         else:
             what = _RECORD
         # the C++ entry point itself: OpOverload.__call__ would only add a Python frame per op
@@ -341,14 +341,10 @@ class _OpRecorder(TorchDispatchMode):
         if what == _RECORD:
             self._add(info[1], info[2], args, kwargs, _getframe(1))
             return func(*args, **kwargs)
-        if what == _FOREACH_INPLACE:
+        if what == _META_FAST:
             self._add(info[1], info[2], args, kwargs, _getframe(1))
-            first = args[0][0] if args and args[0] else None
-            if isinstance(first, Tensor) and first.device.type == "meta":
-                # an optimizer's in-place update of meta tensors changes nothing and returns nothing;
-                # torch's Python meta kernels for it take ~50 ms per call on a 7B model
-                return None
-            return func(*args, **kwargs)
+            result = _meta_fast_path(func)(args, kwargs)
+            return func(*args, **kwargs) if result is _SLOW else result
         rec.noise += what != _SCALAR
         if what == _RECORD_FN_ENTER:
             rec.enter_record_function(str(args[0]) if args else "")
@@ -360,6 +356,48 @@ class _OpRecorder(TorchDispatchMode):
             if rec.oracle is not None:
                 return rec.oracle.item(func, args, kwargs, _getframe(1))
         return func(*args, **kwargs)
+
+
+# Meta tensors hold no data, so some ops need no kernel on them: torch's Python meta kernels for
+# an optimizer's foreach updates take ~50 ms per call on a 7B model, and its state init
+# (zeros_like per parameter) ~0.1 ms per call. On meta arguments these shortcuts give the same
+# result (shapes, dtypes, strides) at once; on anything else they step aside (_SLOW).
+_SLOW = object()
+
+
+def _meta_fast_path(func) -> Callable | None:
+    schema = func._schema
+    name = schema.name
+    if name in ("aten::zeros_like", "aten::ones_like", "aten::empty_like") and func._overloadname == "default":
+        def like(args, kwargs):
+            device = kwargs.get("device")
+            if args[0].device.type != "meta" or (device is not None and torch.device(device).type != "meta"):
+                return _SLOW
+            return torch.ops.aten.empty_like.default(*args, **kwargs)
+        return like
+    if not name.startswith("aten::_foreach_") or name in _FOREACH_NOT_POINTWISE:
+        return None
+    if name.endswith("_") and not schema.returns:  # in place: nothing to compute, nothing returned
+        def inplace(args, kwargs):
+            first = args[0][0] if args and args[0] else None
+            return None if isinstance(first, Tensor) and first.device.type == "meta" else _SLOW
+        return inplace
+    if len(schema.returns) == 1 and str(schema.returns[0].type) == "List[Tensor]":
+        def pointwise(args, kwargs):  # out of place and pointwise: outputs like the first list
+            tensors = [t for a in args if isinstance(a, (list, tuple)) for t in a if isinstance(t, Tensor)]
+            tensors += [a for a in args if isinstance(a, Tensor)]
+            first = args[0][0] if args and args[0] else None
+            if (not isinstance(first, Tensor) or not first.is_floating_point()
+                    or any(t.device.type != "meta" or t.dtype != first.dtype for t in tensors)):
+                return _SLOW
+            return [torch.empty_like(t) for t in args[0]]
+        return pointwise
+    return None
+
+
+# foreach ops whose outputs are not shaped like their inputs
+_FOREACH_NOT_POINTWISE = frozenset({"aten::_foreach_norm", "aten::_foreach_max", "aten::_foreach_powsum",
+                                    "aten::_foreach_mm", "aten::_foreach_copy"})
 
 
 @contextmanager

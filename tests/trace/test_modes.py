@@ -108,3 +108,28 @@ def test_a_factory_error_is_the_users_error():
     assert err.value.exit_code == 3
     assert "no such layer size" in err.value.message
     assert "test_modes.py" in err.value.details
+
+
+def test_meta_shortcuts_give_what_the_meta_kernels_give():
+    # on meta, an optimizer's foreach updates and zeros_like skip torch's slow Python meta kernels;
+    # the results must be the same tensors (shape, dtype, strides), and the ops still recorded
+    ps = [torch.randn(3, 4, device="meta"), torch.randn(5, device="meta").expand(2, 5).t()]
+    cases = [(torch._foreach_sqrt, (ps,)), (torch._foreach_add, (ps, 1.0)), (torch._foreach_mul, (ps, ps)),
+             (torch._foreach_addcdiv, (ps, ps, ps, [0.1, 0.2])), (torch.zeros_like, (ps[1],)),
+             (torch.ones_like, (ps[0],))]
+    for op, args in cases:
+        ref = op(*args)
+        with opaudit.record() as rec:
+            got = op(*args)
+        as_list = lambda r: r if isinstance(r, (list, tuple)) else [r]  # noqa: E731
+        assert [(t.shape, t.dtype, t.stride(), t.device.type) for t in as_list(ref)] == \
+               [(t.shape, t.dtype, t.stride(), t.device.type) for t in as_list(got)], op
+        assert len(rec.trace.records) == 1
+    with opaudit.record() as rec:
+        torch._foreach_add_(ps[:1], 1.0)  # in place: still recorded
+    assert rec.trace.ops() == {"aten::_foreach_add_.Scalar"}
+    # mixed dtypes promote: the shortcut steps aside for them
+    mixed = [torch.randn(2, device="meta"), torch.randn(2, device="meta", dtype=torch.float16)]
+    with opaudit.record():
+        out = torch._foreach_mul(mixed, [mixed[1], mixed[0]])
+    assert [t.dtype for t in out] == [torch.float32, torch.float32]
