@@ -90,7 +90,7 @@ def main() -> None:
                 eager.append(timed(fn, False, model))
                 traced.append(timed(fn, True, model))
             e, t = statistics.median(eager), statistics.median(traced)
-            ratio = statistics.median(b / a for a, b in zip(eager, traced))
+            ratio = statistics.median(b / a for a, b in zip(eager, traced, strict=True))
             row = {"model": name, "workload": kind, "eager_ms": round(e * 1e3, 2), "traced_ms": round(t * 1e3, 2),
                    "ratio": round(ratio, 3), "goal": GOALS[kind], "ok": ratio <= GOALS[kind]}
             results.append(row)

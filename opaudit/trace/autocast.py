@@ -154,7 +154,7 @@ class CudaAutocast:
         self.dtype = dtype
         self.policy = cuda_policy()
         self.caster = _Caster(dtype)
-        self._lib = None
+        self._lib: torch.library.Library | None = None
 
     def install(self) -> None:
         lib = torch.library.Library("aten", "IMPL")

@@ -133,12 +133,14 @@ class ChoiceWatch:
                     if names:
                         _holding[mod_name] = names
         for mod_name, names in list(_holding.items()):
-            module = sys.modules.get(mod_name)
+            holder = sys.modules.get(mod_name)
+            if holder is None:
+                continue
             for name in names:
-                value = getattr(module, name, None)
+                value = getattr(holder, name, None)
                 w = wrappers.get(id(value))
                 if w is not None and originals[id(value)] is value:
-                    self._patch(module, name, w)
+                    self._patch(holder, name, w)
 
     def remove(self) -> None:
         for holder, attr, was_own, original in reversed(self._saved):

@@ -258,7 +258,7 @@ _PHASE_ORDER = {"forward": 0, "backward": 1, "optimizer": 2}
 def _signature(args, kwargs) -> tuple:
     """The dtypes of a call's tensor arguments, in order: dtype objects (names only once, in
     ``records()``: this runs for every op), and ``"float32[]"`` for a tensor list."""
-    sig = []
+    sig: list[Any] = []
     for a in args:
         if isinstance(a, Tensor):
             sig.append(a.dtype)

@@ -6,7 +6,7 @@ import datetime
 import platform
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -73,7 +73,7 @@ class Recorder:
         self.mode = mode
         self.status = "complete"
         self.error: str | None = None
-        self._ctx = None
+        self._ctx: AbstractContextManager[Recording] | None = None
         self._trace: Trace | None = None
 
     def __enter__(self) -> Recorder:
@@ -82,7 +82,8 @@ class Recorder:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        self._ctx.__exit__(exc_type, exc, tb)
+        if self._ctx is not None:
+            self._ctx.__exit__(exc_type, exc, tb)
         if isinstance(exc, TraceStopped):
             self.status, self.error = "stopped", str(exc)
             return True  # the limit was asked for: not an error
@@ -110,7 +111,7 @@ def optimizer_warnings(trace: Trace) -> list[str]:
     stepped = [r for r in trace.records if r.phase == "optimizer" and r.module and r.module.startswith("<")]
     if not stepped or any(r.op.startswith(("aten::_foreach_", "aten::_fused_")) for r in stepped):
         return []
-    names = sorted({r.module.strip("<>") for r in stepped})
+    names = sorted({(r.module or "").strip("<>") for r in stepped})
     return [f"{', '.join(names)} ran its CPU default, the single-tensor loop; on CUDA and accelerator devices "
             "it defaults to foreach (_foreach_* ops): opaudit scan --train traces that, or pass foreach=True"]
 
@@ -224,8 +225,8 @@ def trace(
     optimizer_steps = max(steps, 2) if train else 0
     stage = "setup"
     m, x = prepared.model, prepared.inputs
-    common = dict(mode=prepared.mode, mode_reason=prepared.reason, train=train, amp=amp_meta, source=source,
-                  optimizer_steps=optimizer_steps, device=prepared.device)
+    common: dict[str, Any] = dict(mode=prepared.mode, mode_reason=prepared.reason, train=train, amp=amp_meta,
+                                  source=source, optimizer_steps=optimizer_steps, device=prepared.device)
 
     @contextmanager
     def region():
