@@ -123,15 +123,18 @@ def render_trace(trace: Trace, console: Console, *, top: int | None = None) -> N
 def _phase_table(rows, width: int) -> Table:
     import pandas as pd
 
-    # fixed widths: rich would otherwise drop a column when the terminal is narrow
-    op_w = min(44, max(20, max(len(display_name(o)) + 12 for o in rows["op"])))
-    rest = max(width - op_w - 8 - 24 - 8, 20)
+    # fixed widths, fitted to the terminal: rich would otherwise squeeze the calls column away
+    op_w = min(44, max(20, max(len(display_name(o)) + 12 for o in rows["op"])), max(20, width // 3))
+    dtypes_w = 24 if width >= 110 else 16
+    rest = width - op_w - 7 - dtypes_w - 8  # 8: the gaps between columns
+    with_source = rest >= 30
     t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     t.add_column("op", no_wrap=True, width=op_w, overflow="ellipsis")
-    t.add_column("calls", justify="right", no_wrap=True, width=8)
-    t.add_column("dtypes", no_wrap=True, overflow="ellipsis", width=24)
-    t.add_column("modules", no_wrap=True, overflow="ellipsis", width=rest // 2)
-    t.add_column("source", no_wrap=True, overflow="ellipsis", width=rest - rest // 2)
+    t.add_column("calls", justify="right", no_wrap=True, width=7)
+    t.add_column("dtypes", no_wrap=True, overflow="ellipsis", width=dtypes_w)
+    t.add_column("modules", no_wrap=True, overflow="ellipsis", width=rest // 2 if with_source else max(rest, 10))
+    if with_source:
+        t.add_column("source", no_wrap=True, overflow="ellipsis", width=rest - rest // 2)
     current_choice = None
     for r in rows.itertuples():
         if r.kind == "choice":
@@ -148,6 +151,8 @@ def _phase_table(rows, width: int) -> Table:
         elif r.kind == "custom":
             op.stylize("bold yellow")
             op.append(" [custom]", style="yellow")
-        t.add_row(op, "" if pd.isna(r.calls) else f"{int(r.calls):,}", _short(r.dtypes, 2), _short(r.modules, 2),
-                  _short(r.sources, 1))
+        cells = [op, "" if pd.isna(r.calls) else f"{int(r.calls):,}", _short(r.dtypes, 2), _short(r.modules, 2)]
+        if with_source:
+            cells.append(_short(r.sources, 1))
+        t.add_row(*cells)
     return t
