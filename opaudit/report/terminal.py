@@ -151,7 +151,8 @@ def _phase_table(rows, width: int) -> Table:
         elif r.kind == "custom":
             op.stylize("bold yellow")
             op.append(" [custom]", style="yellow")
-        cells = [op, "" if pd.isna(r.calls) else f"{int(r.calls):,}", _short(r.dtypes, 2), _short(r.modules, 2)]
+        cells: list[Text | str] = [op, "" if pd.isna(r.calls) else f"{int(r.calls):,}", _short(r.dtypes, 2),
+                                   _short(r.modules, 2)]
         if with_source:
             cells.append(_short(r.sources, 1))
         t.add_row(*cells)
