@@ -1,3 +1,3 @@
-from opaudit.cli import main
+from opaudit.cli import entry
 
-main()
+entry()

@@ -171,6 +171,33 @@ def report(
         render_trace(t, out, top=top)
 
 
+def entry() -> None:
+    """The ``opaudit`` executable: :func:`main`, then a quick exit.
+
+    Once the command is done and its output flushed, tearing down the interpreter (freeing torch,
+    the user's model and its imports one object at a time) takes about a second and changes
+    nothing, so the process exits without it: atexit handlers still run, and a live non-daemon
+    thread (a traced script's) gets the normal exit that waits for it.
+    """
+    import atexit
+    import threading
+
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if e.code is not None and not isinstance(e.code, int):
+            err.print(str(e.code), markup=False, highlight=False)
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if others:
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. Unexpected failures (opaudit's own bugs) print one line, not a traceback,
     unless OPAUDIT_DEBUG=1."""
