@@ -1,0 +1,209 @@
+"""One target release: what its plugin registers, and the facts around it (one file in coverage_db/).
+
+The same format serves for user-supplied matrices (docs/matrix-format.md), so a customer's list for a
+chip with no public data goes anywhere a vendor release goes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opaudit.data import tomllib
+from opaudit.errors import InputError
+
+# op categories a release file may hold (ops: aten `name.overload`, or `ns::name.overload` elsewhere)
+CATEGORIES = {
+    "native": "aten ops with a kernel of the plugin on its dispatch key",
+    "autograd": "aten ops whose autograd the plugin overrides (its own backward)",
+    "cpu": "aten ops the plugin registers as a round trip through the CPU kernel",
+    "forced_cpu": "aten ops the plugin always sends to its CPU fallback",
+    "unsupported": "aten ops registered with a kernel that raises",
+    "sparse": "aten ops with a kernel for sparse tensors of the device",
+    "quant": "aten ops with a kernel for quantized tensors of the device",
+    "custom": "operators of the plugin's own namespaces (npu::..., torch_mlu::...)",
+}
+_OP = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*::)?[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?$")
+
+
+@dataclass
+class CpuFallback:
+    """The plugin's own generic CPU fallback for ops it lacks."""
+
+    exists: bool
+    default_on: bool = False
+    switch: str | None = None  # how a user turns it on or off, e.g. "ENABLE_FALLBACK_TO_CPU=0 disables it"
+    note: str = ""
+
+
+@dataclass
+class Caveat:
+    """A documented limit on an op (or a Python API) for some dtypes."""
+
+    op: str  # aten name.overload, or a Python API name when `api` is true
+    dtypes: list[str]
+    note: str
+    source: str
+    api: bool = False
+
+
+@dataclass
+class Source:
+    """Where a file of the release came from."""
+
+    repo: str
+    path: str
+    commit: str | None
+    sha256: str
+    staged: str = ""  # its path under the sources folder
+    note: str = ""
+
+
+@dataclass
+class Release:
+    vendor: str  # "ascend"
+    name: str  # the plugin's package version ("2.6.0.post5"), or its tag / branch where no package exists
+    torch: str  # the PyTorch version it builds against ("2.6.0")
+    device_type: str  # "npu"
+    dispatch_key: str  # "PrivateUse1"
+    package: str = ""  # "torch_npu"
+    import_name: str | None = None  # the import that registers the device ("torch_npu"); None: core
+    aliases: list[str] = field(default_factory=list)  # other names: release tags, the vendor's release
+    vendor_release: str | None = None  # the vendor's own release ("7.3.0", CANN's)
+    order: int = 0  # chronological rank within the vendor: higher is newer
+    exact: bool = True  # False: the list is an upper bound or an approximation (see `accuracy`)
+    accuracy: str = ""  # what "exact" rests on, or why it is only a bound
+    fallback: CpuFallback = field(default_factory=lambda: CpuFallback(False))
+    ops: dict[str, list[str]] = field(default_factory=dict)
+    caveats: list[Caveat] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.vendor}@{self.name}"
+
+    def op_set(self, category: str) -> frozenset[str]:
+        return frozenset(self.ops.get(category, ()))
+
+    # -- the file format --------------------------------------------------------------------------
+    def to_toml(self, header: str = "") -> str:
+        lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+        if lines:
+            lines.append("")
+        lines += ["[release]"]
+        for k in ("vendor", "name", "torch", "device_type", "dispatch_key", "package", "import_name",
+                  "vendor_release", "order", "exact", "accuracy"):
+            v = getattr(self, k)
+            if v is not None and v != "":
+                lines.append(f"{k} = {_toml(v)}")
+        if self.aliases:
+            lines.append(f"aliases = {_toml(self.aliases)}")
+        if self.notes:
+            lines.append("notes = [")
+            lines += [f"  {_toml(n)}," for n in self.notes]
+            lines.append("]")
+        fb = self.fallback
+        lines += ["", "[cpu_fallback]", f"exists = {_toml(fb.exists)}", f"default_on = {_toml(fb.default_on)}"]
+        if fb.switch:
+            lines.append(f"switch = {_toml(fb.switch)}")
+        if fb.note:
+            lines.append(f"note = {_toml(fb.note)}")
+        for s in self.sources:
+            lines += ["", "[[source]]"]
+            for k in ("repo", "path", "commit", "sha256", "staged", "note"):
+                v = getattr(s, k)
+                if v:
+                    lines.append(f"{k} = {_toml(v)}")
+        for c in self.caveats:
+            lines += ["", "[[caveat]]", f"op = {_toml(c.op)}", f"dtypes = {_toml(c.dtypes)}",
+                      f"note = {_toml(c.note)}", f"source = {_toml(c.source)}"]
+            if c.api:
+                lines.append("api = true")
+        lines += ["", "[ops]"]
+        for cat in sorted(self.ops):
+            names = sorted(set(self.ops[cat]))
+            lines.append(f"{cat} = [  # {len(names)}")
+            lines += [f"  {_toml(n)}," for n in names]
+            lines.append("]")
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_toml(cls, text: str, *, origin: str = "matrix file") -> Release:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise InputError(f"{origin} is not valid TOML: {e}") from None
+        return cls.from_dict(data, origin=origin)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, origin: str = "matrix file") -> Release:
+        rel = data.get("release")
+        if not isinstance(rel, dict):
+            raise InputError(f"{origin}: no [release] table", hint=_FORMAT_HINT)
+        missing = [k for k in ("vendor", "name", "torch", "device_type", "dispatch_key") if k not in rel]
+        if missing:
+            raise InputError(f"{origin}: [release] lacks {', '.join(missing)}", hint=_FORMAT_HINT)
+        ops = data.get("ops", {})
+        if not isinstance(ops, dict) or not all(isinstance(v, list) for v in ops.values()):
+            raise InputError(f"{origin}: [ops] must map categories to lists of op names", hint=_FORMAT_HINT)
+        unknown = sorted(set(ops) - set(CATEGORIES))
+        if unknown:
+            raise InputError(f"{origin}: unknown op categories {', '.join(unknown)} in [ops]",
+                             hint=f"categories: {', '.join(CATEGORIES)}")
+        for cat, names in ops.items():
+            for n in names:
+                if not isinstance(n, str) or not _OP.match(n):
+                    raise InputError(f"{origin}: [ops] {cat}: {n!r} is not an op name",
+                                     hint="write aten ops as name or name.overload, e.g. add.Tensor")
+        fb = data.get("cpu_fallback", {})
+        try:
+            return cls(
+                vendor=str(rel["vendor"]), name=str(rel["name"]), torch=str(rel["torch"]),
+                device_type=str(rel["device_type"]), dispatch_key=str(rel["dispatch_key"]),
+                package=str(rel.get("package", "")), import_name=rel.get("import_name"),
+                aliases=[str(a) for a in rel.get("aliases", [])], vendor_release=rel.get("vendor_release"),
+                order=int(rel.get("order", 0)), exact=bool(rel.get("exact", True)),
+                accuracy=str(rel.get("accuracy", "")), notes=[str(n) for n in rel.get("notes", [])],
+                fallback=CpuFallback(bool(fb.get("exists", False)), bool(fb.get("default_on", False)),
+                                     fb.get("switch"), str(fb.get("note", ""))),
+                ops={cat: sorted({_strip_aten(n) for n in names}) for cat, names in ops.items()},
+                caveats=[Caveat(str(c["op"]), [str(d) for d in c.get("dtypes", [])], str(c.get("note", "")),
+                                str(c.get("source", "")), bool(c.get("api", False))) for c in data.get("caveat", [])],
+                sources=[Source(str(s["repo"]), str(s["path"]), s.get("commit"), str(s.get("sha256", "")),
+                                str(s.get("staged", "")), str(s.get("note", ""))) for s in data.get("source", [])],
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(f"{origin}: {type(e).__name__}: {e}", hint=_FORMAT_HINT) from None
+
+    @classmethod
+    def load(cls, path: str | Path) -> Release:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InputError(f"matrix file not found: {p}") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError(f"cannot read matrix file {p}: {e}") from None
+        return cls.from_toml(text, origin=str(p))
+
+
+_FORMAT_HINT = "see docs/matrix-format.md for the format of a matrix file"
+
+
+def _strip_aten(name: str) -> str:
+    return name[len("aten::"):] if name.startswith("aten::") else name
+
+
+def _toml(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
