@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest_paths import FIXTURES, ROOT  # noqa: E402,F401  (also imported by the test modules)
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 sys.path.insert(0, str(EXAMPLES))
 
 import hf_models  # noqa: E402

@@ -1,0 +1,36 @@
+"""matrix/: what a target supports -> a Matrix per target release (reads coverage_db/).
+
+>>> m = opaudit.matrix.load_matrix("ascend@2.6.0.post5")          # doctest: +SKIP
+>>> m.resolve("aten::isin.Tensor_Tensor_out")                      # doctest: +SKIP
+Support(status='native', ...)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from opaudit.errors import InputError
+from opaudit.matrix.database import Database, Entry, database
+from opaudit.matrix.matrix import STATUSES, Matrix, Support, normalize
+from opaudit.matrix.release import CATEGORIES, Caveat, CpuFallback, Release
+
+
+def load_matrix(target: str, *, db: Database | None = None) -> Matrix:
+    """The Matrix of ``target``: ``vendor``, ``vendor@release`` (package version, tag, vendor release)
+    or the path of a user-supplied matrix file (docs/matrix-format.md)."""
+    db = db or database()
+    path = Path(target)
+    if target.endswith(".toml") or (path.suffix and path.exists()):
+        release = Release.load(path)
+    else:
+        release = db.release(db.find(target))
+    return Matrix(release, db.torch_ops(release.torch))
+
+
+def list_targets(db: Database | None = None) -> list[Entry]:
+    db = db or database()
+    return list(db.entries)
+
+
+__all__ = ["CATEGORIES", "STATUSES", "Caveat", "CpuFallback", "Database", "Entry", "InputError", "Matrix",
+           "Release", "Support", "database", "list_targets", "load_matrix", "normalize"]

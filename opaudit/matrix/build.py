@@ -100,7 +100,7 @@ def write(report: BuildReport, out: Path) -> None:
                 continue
             if path not in wanted:
                 path.unlink()
-        for d in sorted((p for p in out.iterdir() if p.is_dir() and p.name not in KEEP)):
+        for d in sorted(p for p in out.iterdir() if p.is_dir() and p.name not in KEEP):
             if not any(d.rglob("*")):
                 shutil.rmtree(d)
         for rel, text in sorted(report.files.items()):

@@ -1,0 +1,260 @@
+"""Matrix: what one target release does with each op -> Support(status, via, note).
+
+Status of an op on a target, first that applies (DESIGN.md):
+
+- ``native``: the plugin registers a kernel for it, or for the ``.out`` op its functional form
+  delegates to (structured ops);
+- ``composite``: PyTorch has a CompositeExplicitAutograd kernel for it that runs on any backend
+  whose leaf ops exist (stubs that only throw, ``*_overrideable``, do not count); the leaves known
+  from the op table are checked, and a missing leaf gives the op its status;
+- ``cpu_fallback``: the plugin runs it on the CPU: its own round-trip kernel, a list of ops it
+  always sends there, or its generic CPU fallback when that is on by default (and a CPU kernel
+  exists for the fallback to run);
+- ``missing``: it fails at run time (the note says when a fallback that is off by default, or a
+  CPU kernel that opaudit's fallback could use, exists);
+- ``unknown``: the data says nothing (an op outside PyTorch's table, a custom op of another library,
+  a release whose PyTorch line has no staged op table).
+
+``opaudit_fallback`` belongs to opaudit's own fallback kernels (fallback/), which this matrix does
+not assume. Device-selected composites (attention, dropout, batch norm, RNNs, ...) resolve to what
+the target would pick (coverage_db/curated/device_selected.toml), and so do the CPU's picks found
+in a CPU trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+
+from opaudit.data import load_toml
+from opaudit.matrix.release import Caveat, Release
+from opaudit.matrix.torchops import TorchOp, TorchOps
+
+STATUSES = ("native", "composite", "cpu_fallback", "opaudit_fallback", "missing", "unknown")
+_RANK = {s: i for i, s in enumerate(STATUSES)}
+_MAX_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class Support:
+    status: str
+    via: str | None = None  # the op (or path) that provides it, when not the op itself
+    note: str = ""
+    leaves: tuple[str, ...] = ()  # leaf ops a composite needs, where known
+
+    def __str__(self) -> str:
+        via = f" via {self.via}" if self.via else ""
+        return f"{self.status}{via}" + (f": {self.note}" if self.note else "")
+
+
+@dataclass(frozen=True)
+class ChoicePath:
+    name: str
+    when: tuple[str, ...]
+    ops: tuple[str, ...]
+    forced: bool
+    generic: bool
+
+
+@dataclass(frozen=True)
+class ChoiceRule:
+    op: str  # "aten::lstm"
+    paths: tuple[ChoicePath, ...]
+    cpu_kernels: tuple[str, ...]
+
+
+@cache
+def choice_rules() -> dict[str, ChoiceRule]:
+    """Choice op base name ("lstm") -> rule, and each CPU kernel name -> the same rule."""
+    rules: dict[str, ChoiceRule] = {}
+    for c in load_toml("coverage_db", "curated/device_selected.toml")["choice"]:
+        rule = ChoiceRule(
+            c["op"],
+            tuple(ChoicePath(p["name"], tuple(p["when"]), tuple(p["ops"]), bool(p.get("forced")),
+                             bool(p.get("generic"))) for p in c.get("path", [])),
+            tuple(c.get("cpu_kernels", [])),
+        )
+        rules[c["op"].removeprefix("aten::")] = rule
+        for k in rule.cpu_kernels:
+            rules.setdefault(k, rule)
+    return rules
+
+
+def normalize(op: str) -> str:
+    """``aten::relu.default`` -> ``relu``; ``aten::add.Tensor`` -> ``add.Tensor``; others kept whole."""
+    if op.startswith("aten::"):
+        op = op[6:]
+    return op[:-8] if op.endswith(".default") else op
+
+
+@dataclass
+class Matrix:
+    """One target release, ready to answer per op."""
+
+    release: Release
+    torch_ops: TorchOps | None  # PyTorch's op table of the release's line (None: not staged)
+    _native: frozenset[str] = field(init=False)
+    _cache: dict[str, Support] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        r = self.release
+        self._native = r.op_set("native")
+        self._cpu = r.op_set("cpu")
+        self._forced = r.op_set("forced_cpu")
+        self._unsupported = r.op_set("unsupported")
+        self._custom = r.op_set("custom")
+
+    @property
+    def key(self) -> str:
+        return self.release.key
+
+    def resolve(self, op: str) -> Support:
+        """How ``op`` (``aten::name.overload``, ``name.overload`` or ``ns::name.overload``) runs here."""
+        name = normalize(op)
+        hit = self._cache.get(name)
+        if hit is None:
+            hit = self._cache[name] = self._resolve(name, 0)
+        return hit
+
+    def supports(self, op: str) -> bool:
+        return self.resolve(op).status in ("native", "composite")
+
+    def caveats(self, op: str, dtypes: tuple[str, ...] | list[str] = ()) -> list[Caveat]:
+        """Documented dtype limits that apply to ``op`` called with ``dtypes`` (all, without dtypes)."""
+        name = normalize(op)
+        out = []
+        for c in self.release.caveats:
+            if c.api or c.op not in ("*", name, name.split(".")[0]):
+                continue
+            if not dtypes or any(d.removesuffix("[]") in c.dtypes for dt in dtypes for d in dt.split("|")):
+                out.append(c)
+        return out
+
+    # -- the rules --------------------------------------------------------------------------------------
+    def _resolve(self, name: str, depth: int) -> Support:
+        r = self.release
+        bound = "" if r.exact else f"listed, but the list is only an upper bound ({r.accuracy})"
+        if "::" in name:
+            if name in self._custom or name.split(".")[0] in self._custom:
+                return Support("native", note=f"a custom op of {r.package or r.vendor}")
+            return Support("unknown", note="an op outside aten: it runs where its library registers a kernel")
+        if name in self._unsupported:
+            return Support("missing", note=f"{r.package or r.vendor} registers a kernel that raises for it")
+        if name in self._native:
+            return Support("native", note=bound)
+        tops = self.torch_ops
+        op = tops.get(name) if tops is not None else None
+        if op is not None and op.delegate and op.delegate in self._native:
+            return Support("native", via=op.delegate, note=bound)
+        if name in self._cpu:
+            return Support("cpu_fallback", note=f"{r.package or r.vendor} registers a CPU round trip for it")
+        if name in self._forced:
+            return Support("cpu_fallback", note=f"{r.package or r.vendor} always runs it on the CPU")
+        rule = choice_rules().get(name.split(".")[0]) or choice_rules().get(name)
+        if rule is not None and depth == 0:
+            return self._choice(rule, name)
+        if tops is None:
+            return Support("unknown", note=f"no PyTorch {r.torch} op table is staged, so composites are not known")
+        if op is None:
+            return Support("unknown", note=f"not an op of PyTorch {tops.version}")
+        if op.implicit:
+            return Support("composite", note="CompositeImplicitAutograd: decomposed before it reaches the backend")
+        if op.explicit and not name.endswith("_overrideable"):
+            return self._composite(op, depth)
+        return self._absent(op)
+
+    def _composite(self, op: TorchOp, depth: int) -> Support:
+        leaves = tuple(self._leaves(op))
+        if not leaves or depth >= _MAX_DEPTH:
+            return Support("composite", note="CompositeExplicitAutograd", leaves=leaves)
+        worst: tuple[str, Support] | None = None
+        for leaf in leaves:
+            s = self._cache.get(leaf) or self._resolve(leaf, depth + 1)
+            if worst is None or _RANK[s.status] > _RANK[worst[1].status]:
+                worst = (leaf, s)
+        assert worst is not None
+        leaf, s = worst
+        if s.status in ("native", "composite"):
+            return Support("composite", note="CompositeExplicitAutograd", leaves=leaves)
+        return Support(s.status, via=leaf, note=f"a composite whose leaf {leaf} is {s.status}"
+                       + (f" ({s.note})" if s.note else ""), leaves=leaves)
+
+    def _leaves(self, op: TorchOp) -> list[str]:
+        """The leaf ops of a CompositeExplicitAutograd kernel, where the op table tells them."""
+        tops = self.torch_ops
+        assert tops is not None
+        name = op.name
+        if op.view:
+            return ["as_strided"] if name != "as_strided" else []
+        if op.autogen:  # a generated out= wrapper around the functional op
+            base, _, overload = name.partition(".")
+            functional = base if overload in ("out", "") else f"{base}.{overload.removesuffix('_out')}"
+            return [functional] if tops.get(functional) is not None and functional != name else []
+        base, _, overload = name.partition(".")
+        for out in (f"{base}.out", f"{name}_out" if overload else f"{base}.out"):
+            o = tops.get(out)
+            if o is not None and out != name and (o.backend_keys() or o.delegate):
+                return [out]
+        return []
+
+    def _absent(self, op: TorchOp) -> Support:
+        """An op with backend kernels in PyTorch, none of them the target's."""
+        r = self.release
+        tops = self.torch_ops
+        assert tops is not None
+        has_cpu = tops.kernel_on(op.name, "CPU")
+        fb = r.fallback
+        who = r.package or r.vendor
+        if not r.exact:
+            return Support("unknown", note=f"not in the candidate list of {who} {r.name}; {r.accuracy}")
+        if fb.exists and fb.default_on:
+            if has_cpu:
+                return Support("cpu_fallback", note=f"no {r.device_type} kernel: {who}'s CPU fallback runs it"
+                               + (f" ({fb.switch})" if fb.switch else ""))
+            return Support("missing", note=f"no {r.device_type} kernel, and no CPU kernel for the fallback to run")
+        hint = ""
+        if fb.exists and has_cpu:
+            hint = f"; {who}'s CPU fallback is off by default: {fb.switch or fb.note}"
+        elif has_cpu:
+            hint = "; a CPU kernel exists (a CPU round trip could run it)"
+        return Support("missing", note=f"no {r.device_type} kernel{hint}")
+
+    def _choice(self, rule: ChoiceRule, name: str) -> Support:
+        """A device-selected composite, or a CPU pick of one: what this target would run."""
+        r = self.release
+        tops = self.torch_ops
+        choice = rule.op.removeprefix("aten::")
+        is_cpu_pick = name in rule.cpu_kernels
+        prefix = f"the CPU's pick for {choice}; " if is_cpu_pick else ""
+        key = r.dispatch_key
+        for path in rule.paths:
+            if "*" not in path.when and key not in path.when:
+                continue
+            ops = [self._choice_op(o, name, choice, is_cpu_pick) for o in path.ops]
+            if tops is not None:
+                ops = [o for o in ops if tops.get(o) is not None or o in self._native]
+            if not ops:
+                continue
+            statuses = [(o, self._resolve(o, 1)) for o in ops]
+            if not path.forced:
+                if all(s.status == "native" for _, s in statuses):
+                    return Support("native", via=path.name if len(ops) > 1 else ops[0],
+                                   note=prefix + f"{path.name}: {', '.join(ops)}")
+                continue
+            worst_op, worst = max(statuses, key=lambda x: _RANK[x[1].status])
+            if worst.status in ("native", "composite"):
+                status = "native" if (not path.generic and worst.status == "native") else "composite"
+                return Support(status, via=path.name, note=prefix + f"{path.name}: {', '.join(ops)}", leaves=tuple(ops))
+            return Support(worst.status, via=worst_op, note=prefix + f"{path.name} needs {worst_op}: {worst.note}",
+                           leaves=tuple(ops))
+        return Support("unknown", note=prefix + f"no rule for {choice} on {key}")
+
+    @staticmethod
+    def _choice_op(op: str, name: str, choice: str, is_cpu_pick: bool) -> str:
+        if op != "{op}":
+            return op
+        return choice if is_cpu_pick else name
+
+
+def worst(supports: list[Support]) -> Support:
+    return max(supports, key=lambda s: _RANK[s.status])

@@ -1,0 +1,122 @@
+"""Terminal views of the coverage database: release lists, one release, diffs, coverage shares."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from opaudit.matrix import Database, Matrix, Support
+from opaudit.matrix.coverage import Coverage, Diff, compatibility
+
+_STATUS_STYLE = {"native": "green", "composite": "cyan", "cpu_fallback": "yellow", "opaudit_fallback": "yellow",
+                 "missing": "bold red", "unknown": "dim"}
+
+
+def status_text(s: Support) -> Text:
+    t = Text(s.status, style=_STATUS_STYLE.get(s.status, ""))
+    if s.via:
+        t.append(f" via {s.via}", style="dim")
+    return t
+
+
+def render_list(db: Database, console: Console, vendors: list[str] | None = None) -> None:
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for col in ("target", "PyTorch", "device", "native", "other lists", "aliases"):
+        t.add_column(col, overflow="fold")
+    for vendor in vendors or db.vendors:
+        for e in db.by_vendor.get(vendor, []):
+            counts = dict(e.counts)
+            other = ", ".join(f"{k} {v}" for k, v in counts.items() if k != "native")
+            native = f"{counts.get('native', 0):,}" + ("" if e.exact else " (bound)")
+            t.add_row(e.key, e.torch, e.device_type, native, other, ", ".join(e.aliases[:3]))
+        t.add_section()
+    console.print(t)
+
+
+def render_compatibility(db: Database, console: Console) -> None:
+    table = compatibility(db)
+    vendors = [v for v in db.vendors if v not in ("cuda", "cpu", "mps")]
+    t = Table(title="releases built for each PyTorch line", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    t.add_column("PyTorch")
+    for v in vendors:
+        t.add_column(v, overflow="fold")
+    for line in sorted(table, key=lambda s: tuple(int(x) for x in s.split("."))):
+        t.add_row(line, *[", ".join(table[line].get(v, [])) for v in vendors])
+    console.print(t)
+
+
+def render_release(matrix: Matrix, console: Console, ops: list[str] | None = None) -> None:
+    r = matrix.release
+    console.print(Text(r.key, style="bold"), Text(f"  {r.package} for PyTorch {r.torch}", style="dim"))
+    facts = [f"device type {r.device_type}", f"dispatch key {r.dispatch_key}"]
+    if r.import_name:
+        facts.append(f"import {r.import_name}")
+    if r.vendor_release:
+        facts.append(f"vendor release {r.vendor_release}")
+    console.print("  " + " · ".join(facts))
+    if r.aliases:
+        console.print(f"  also known as {', '.join(r.aliases)}", style="dim")
+    console.print(f"  data: {'exact' if r.exact else 'UPPER BOUND or approximate'}: {r.accuracy}",
+                  style="" if r.exact else "yellow")
+    fb = r.fallback
+    if fb.exists:
+        state = "on by default" if fb.default_on else "off by default"
+        switch = f"; {fb.switch}" if fb.switch else ""
+        console.print(f"  CPU fallback: {state}{switch}" + (f" ({fb.note})" if fb.note else ""))
+    else:
+        console.print("  CPU fallback: none" + (f" ({fb.note})" if fb.note else ""))
+    counts = ", ".join(f"{k} {len(v):,}" for k, v in sorted(r.ops.items()))
+    console.print(f"  ops: {counts}")
+    if matrix.torch_ops is None:
+        console.print(f"  no PyTorch {r.torch} op table is staged: composites cannot be resolved", style="yellow")
+    for n in r.notes:
+        console.print(f"  note: {n}", style="dim")
+    for src in r.sources:
+        console.print(f"  source: {src.repo} {src.path} @ {src.commit or '?'} (sha256 {src.sha256[:12]})", style="dim")
+    for c in r.caveats:
+        if c.op == "*":
+            console.print(f"  caveat for every op: {', '.join(c.dtypes)}: {c.note} ({c.source})", style="yellow")
+    specific = [c for c in r.caveats if c.op != "*"]
+    if specific:
+        console.print(f"  {len(specific)} dtype caveats of single ops or APIs"
+                      + (" (--op shows those of an op)" if not ops else ""))
+    if ops:
+        t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+        t.add_column("op")
+        t.add_column("status")
+        t.add_column("note", overflow="fold")
+        for op in ops:
+            s = matrix.resolve(op)
+            note = s.note + (f" [leaves: {', '.join(s.leaves)}]" if s.leaves else "")
+            t.add_row(op, status_text(s), note)
+            for c in matrix.caveats(op):
+                if c.op == "*":
+                    continue
+                t.add_row("", Text("caveat", style="yellow"), f"{', '.join(c.dtypes)}: {c.note} ({c.source})")
+        console.print(t)
+
+
+def render_diff(diffs: list[Diff], console: Console, a: str, b: str) -> None:
+    if not diffs:
+        console.print(f"{a} and {b} list the same ops")
+        return
+    for d in diffs:
+        console.print(Text(f"{d.category}: +{len(d.gained)} -{len(d.lost)}", style="bold"))
+        if d.gained:
+            console.print(Text(f"  only in {b}: " + ", ".join(d.gained), style="green"))
+        if d.lost:
+            console.print(Text(f"  only in {a}: " + ", ".join(d.lost), style="red"))
+
+
+def render_coverage(rows: list[Coverage], console: Console) -> None:
+    t = Table(title="share of PyTorch's CUDA kernels registered natively", box=box.SIMPLE_HEAD, show_edge=False,
+              pad_edge=False)
+    for col, justify in (("target", "left"), ("PyTorch", "left"), ("covered", "right"), ("CUDA ops", "right"),
+                         ("share", "right")):
+        t.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for c in rows:
+        share = f"{c.share:.1%}" + ("" if c.exact else " (bound)")
+        t.add_row(c.key, c.torch, f"{c.covered:,}", f"{c.cuda:,}", share)
+    console.print(t)
