@@ -122,12 +122,13 @@ class Release:
                       f"note = {_toml(c.note)}", f"source = {_toml(c.source)}"]
             if c.api:
                 lines.append("api = true")
-        lines += ["", "[ops]"]
+        lines += ["", "[ops]  # one op per line (a list of strings is accepted too)"]
         for cat in sorted(self.ops):
             names = sorted(set(self.ops[cat]))
-            lines.append(f"{cat} = [  # {len(names)}")
-            lines += [f"  {_toml(n)}," for n in names]
-            lines.append("]")
+            lines.append(f"# {cat}: {len(names)}")
+            lines.append(f'{cat} = """')
+            lines += names
+            lines.append('"""')
         return "\n".join(lines) + "\n"
 
     @classmethod
@@ -147,8 +148,9 @@ class Release:
         if missing:
             raise InputError(f"{origin}: [release] lacks {', '.join(missing)}", hint=_FORMAT_HINT)
         ops = data.get("ops", {})
-        if not isinstance(ops, dict) or not all(isinstance(v, list) for v in ops.values()):
+        if not isinstance(ops, dict) or not all(isinstance(v, (list, str)) for v in ops.values()):
             raise InputError(f"{origin}: [ops] must map categories to lists of op names", hint=_FORMAT_HINT)
+        ops = {cat: v.split() if isinstance(v, str) else v for cat, v in ops.items()}
         unknown = sorted(set(ops) - set(CATEGORIES))
         if unknown:
             raise InputError(f"{origin}: unknown op categories {', '.join(unknown)} in [ops]",

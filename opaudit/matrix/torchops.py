@@ -12,7 +12,7 @@ The table is written to coverage_db/pytorch/ops-<version>.tsv (one line per op:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -47,15 +47,44 @@ class TorchOp:
         return frozenset(k for k in self.keys if not k.startswith("Composite"))
 
 
-@dataclass
 class TorchOps:
-    """All ops of one PyTorch release."""
+    """All ops of one PyTorch release.
 
-    version: str
-    ops: dict[str, TorchOp] = field(default_factory=dict)
+    Read from the database lazily: a trace touches a few dozen ops of a table of ~3,300, and
+    resolving one against every release of every vendor should not parse them all (``ops`` does).
+    """
+
+    def __init__(self, version: str, ops: dict[str, TorchOp] | None = None, raw: dict[str, str] | None = None):
+        self.version = version
+        self._ops: dict[str, TorchOp] = dict(ops or {})
+        self._raw: dict[str, str] = raw or {}  # name -> the rest of its tsv line, not parsed yet
+
+    @property
+    def ops(self) -> dict[str, TorchOp]:
+        for name in list(self._raw):
+            self._parse(name)
+        return self._ops
+
+    def _parse(self, name: str) -> TorchOp | None:
+        rest = self._raw.pop(name, None)
+        if rest is None:
+            return self._ops.get(name)
+        keys, delegate, tags = (rest.split("\t") + ["", ""])[:3]
+        ks = keys.split(",") if keys else []
+        ts = tags.split(",") if tags else []
+        op = TorchOp(name, frozenset(_LONG.get(k, k) for k in ks if k != "autogen"), delegate or None,
+                     frozenset(t for t in ts if t != "@view"), "autogen" in ks, "@view" in ts)
+        self._ops[name] = op
+        return op
 
     def get(self, name: str) -> TorchOp | None:
-        return self.ops.get(name) or (self.ops.get(name[:-8]) if name.endswith(".default") else None)
+        op = self._ops.get(name) or (self._parse(name) if name in self._raw else None)
+        if op is None and name.endswith(".default"):
+            return self.get(name[:-8])
+        return op
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._ops or name in self._raw
 
     def kernel_on(self, name: str, key: str) -> bool:
         """Whether ``name`` runs a kernel registered for ``key``, directly or through its delegate."""
@@ -64,7 +93,7 @@ class TorchOps:
             return False
         if key in op.keys:
             return True
-        d = self.ops.get(op.delegate) if op.delegate else None
+        d = self.get(op.delegate) if op.delegate else None
         return d is not None and key in d.keys
 
     def with_kernel(self, key: str) -> set[str]:
@@ -75,8 +104,9 @@ class TorchOps:
     def to_tsv(self, header: str) -> str:
         out = [f"# {line}" for line in header.splitlines()]
         out.append("# op\tkeys\tdelegate\ttags")
-        for name in sorted(self.ops):
-            op = self.ops[name]
+        ops = self.ops
+        for name in sorted(ops):
+            op = ops[name]
             keys = sorted(_SHORT.get(k, k) for k in op.keys) + (["autogen"] if op.autogen else [])
             tags = sorted(op.tags) + (["@view"] if op.view else [])
             out.append("\t".join([name, ",".join(keys), op.delegate or "", ",".join(tags)]))
@@ -84,16 +114,12 @@ class TorchOps:
 
     @classmethod
     def from_tsv(cls, version: str, text: str) -> TorchOps:
-        ops: dict[str, TorchOp] = {}
+        raw = {}
         for line in text.splitlines():
-            if not line or line.startswith("#"):
-                continue
-            name, keys, delegate, tags = (line.split("\t") + ["", "", ""])[:4]
-            ks = [k for k in keys.split(",") if k]
-            ts = [t for t in tags.split(",") if t]
-            ops[name] = TorchOp(name, frozenset(_LONG.get(k, k) for k in ks if k != "autogen"), delegate or None,
-                                frozenset(t for t in ts if t != "@view"), "autogen" in ks, "@view" in ts)
-        return cls(version, ops)
+            if line and line[0] != "#":
+                name, _, rest = line.partition("\t")
+                raw[name] = rest
+        return cls(version, raw=raw)
 
 
 def parse_native_functions(path: Path, version: str) -> TorchOps:
