@@ -3,14 +3,11 @@ traced once per session because several test files read the same traces."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
-from conftest_paths import FIXTURES, ROOT  # noqa: E402,F401  (also imported by the test modules)
+from helpers import ROOT
 
 EXAMPLES = ROOT / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -39,10 +36,3 @@ def gpt2_train() -> opaudit.Trace:
 def llama7b_meta() -> opaudit.Trace:
     return opaudit.trace(hf_models.llama_7b, train=True)
 
-
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None):
-    """The real command line in a fresh process: exit code, stdout, stderr."""
-    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", "opaudit", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, timeout=timeout, env=full_env)
-    return proc.returncode, proc.stdout, proc.stderr

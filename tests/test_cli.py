@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import FIXTURES, ROOT, run_cli
+from helpers import FIXTURES, ROOT, run_cli
 
 MODELS = FIXTURES / "models"
 SCRIPTS = FIXTURES / "scripts"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import zipfile
 
-from conftest import ROOT
+from helpers import ROOT
 
 
 def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest_paths import FIXTURES, ROOT
+from helpers import FIXTURES, ROOT
 
 from opaudit.errors import InputError
 from opaudit.matrix import load_matrix

@@ -1,0 +1,22 @@
+"""Paths and helpers shared by the test folders (importable from any of them: tests/ is on sys.path).
+
+Test modules import these from here, never from a conftest: each folder has its own conftest.py, and
+pytest registers them all under the one module name."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None):
+    """The real command line in a fresh process: exit code, stdout, stderr."""
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    proc = subprocess.run([sys.executable, "-m", "opaudit", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, timeout=timeout, env=full_env)
+    return proc.returncode, proc.stdout, proc.stderr
