@@ -2,7 +2,8 @@
 
 A target is ``vendor@release`` (``ascend@2.6.0.post5``), a vendor's own release number
 (``ascend@7.3.0``), any alias of a release (a tag such as ``ascend@v7.3.0-pytorch2.6.0``), or a vendor
-alone, which means its newest release. A path to a ``.toml`` file is a user-supplied matrix.
+alone, which means its newest release (its newest published one: development snapshots and pre-releases are
+named explicitly). A path to a ``.toml`` file is a user-supplied matrix.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class Entry:
     vendor_release: str | None
     device_type: str
     counts: tuple[tuple[str, int], ...]
+    prerelease: bool = False
 
 
 class Database:
@@ -49,7 +51,7 @@ class Database:
         self.entries: list[Entry] = [
             Entry(e["key"], e["vendor"], e["name"], e["file"], e["torch"], int(e["order"]), bool(e["exact"]),
                   tuple(e.get("aliases", ())), e.get("vendor_release"), e["device_type"],
-                  tuple(sorted(e.get("counts", {}).items())))
+                  tuple(sorted(e.get("counts", {}).items())), bool(e.get("prerelease", False)))
             for e in data.get("release", [])
         ]
         self.by_vendor: dict[str, list[Entry]] = {}
@@ -63,7 +65,10 @@ class Database:
         return sorted(self.by_vendor)
 
     def newest(self, vendor: str) -> Entry:
-        return self.by_vendor[vendor][-1]
+        """The newest published release (the newest snapshot where the vendor has nothing else)."""
+        rels = self.by_vendor[vendor]
+        published = [e for e in rels if not e.prerelease]
+        return (published or rels)[-1]
 
     def find(self, target: str) -> Entry:
         """The release ``target`` names; a clear error listing close matches when none does."""
@@ -76,7 +81,7 @@ class Database:
                              + f"vendors: {', '.join(self.vendors)}")
         rels = self.by_vendor[vendor]
         if not name:
-            return rels[-1]
+            return self.newest(vendor)
         exact = [e for e in rels if e.name == name] or [e for e in rels if name in e.aliases]
         if exact:
             return exact[-1]

@@ -123,7 +123,7 @@ class Matrix:
         """Documented dtype limits that apply to ``op`` called with ``dtypes`` (all, without dtypes)."""
         name = normalize(op)
         out = []
-        for c in self.release.caveats:
+        for c in self.release.all_caveats():
             if c.api or c.op not in ("*", name, name.split(".")[0]):
                 continue
             if not dtypes or any(d.removesuffix("[]") in c.dtypes for dt in dtypes for d in dt.split("|")):
@@ -146,6 +146,13 @@ class Matrix:
         op = tops.get(name) if tops is not None else None
         if op is not None and op.delegate and op.delegate in self._native:
             return Support("native", via=op.delegate, note=bound)
+        if r.functionalization and tops is not None and depth < _MAX_DEPTH:
+            functional = tops.functional(name)
+            if functional is not None:
+                s = self._cache.get(functional) or self._resolve(functional, depth + 1)
+                if s.status in ("native", "composite"):
+                    return Support(s.status, via=functional, note=f"functionalization runs it as {functional}"
+                                   + (f"; {s.note}" if s.note else ""))
         if name in self._cpu:
             return Support("cpu_fallback", note=f"{r.package or r.vendor} registers a CPU round trip for it")
         if name in self._forced:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,10 @@ CATEGORIES = {
     "quant": "aten ops with a kernel for quantized tensors of the device",
     "custom": "operators of the plugin's own namespaces (npu::..., torch_mlu::...)",
 }
-_OP = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*::)?[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_OP_TEXT = r"(?:[A-Za-z_][A-Za-z0-9_]*::)?[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?"
+_OP = re.compile(f"^{_OP_TEXT}$")
+_OPS = re.compile(f"(?:{_OP_TEXT}\n)*{_OP_TEXT}|")
 
 
 @dataclass
@@ -73,11 +77,17 @@ class Release:
     aliases: list[str] = field(default_factory=list)  # other names: release tags, the vendor's release
     vendor_release: str | None = None  # the vendor's own release ("7.3.0", CANN's)
     order: int = 0  # chronological rank within the vendor: higher is newer
+    prerelease: bool = False  # a development snapshot or pre-release: never what the vendor alone means
     exact: bool = True  # False: the list is an upper bound or an approximation (see `accuracy`)
     accuracy: str = ""  # what "exact" rests on, or why it is only a bound
     fallback: CpuFallback = field(default_factory=lambda: CpuFallback(False))
+    # the backend runs in-place and out= ops as their functional form (functionalization, as PyTorch/XLA):
+    # a listed functional op covers its variants
+    functionalization: bool = False
     ops: dict[str, list[str]] = field(default_factory=dict)
     caveats: list[Caveat] = field(default_factory=list)
+    caveats_file: str | None = None  # a file of further [[caveat]] tables, relative to this one (shared lists)
+    _shared: Path | None = field(default=None, repr=False, compare=False)  # where caveats_file was found
     sources: list[Source] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -85,22 +95,31 @@ class Release:
     def key(self) -> str:
         return f"{self.vendor}@{self.name}"
 
+    def all_caveats(self) -> list[Caveat]:
+        """The release's own caveats and those of its caveats_file (parsed on first use, once per file)."""
+        if self._shared is None:
+            return self.caveats
+        return self.caveats + list(_shared_caveats(self._shared))
+
     def op_set(self, category: str) -> frozenset[str]:
         return frozenset(self.ops.get(category, ()))
 
     # -- the file format --------------------------------------------------------------------------
-    def to_toml(self, header: str = "") -> str:
+    def to_toml(self, header: str = "", *, caveats_file: str | None = None) -> str:
+        """The release file; with ``caveats_file``, the caveats are left to that file (caveats_to_toml)."""
         lines = [f"# {line}" if line else "#" for line in header.splitlines()]
         if lines:
             lines.append("")
         lines += ["[release]"]
         for k in ("vendor", "name", "torch", "device_type", "dispatch_key", "package", "import_name",
-                  "vendor_release", "order", "exact", "accuracy"):
+                  "vendor_release", "order", "prerelease", "exact", "accuracy", "functionalization"):
             v = getattr(self, k)
-            if v is not None and v != "":
+            if v is not None and v != "" and not (k in ("functionalization", "prerelease") and not v):
                 lines.append(f"{k} = {_toml(v)}")
         if self.aliases:
             lines.append(f"aliases = {_toml(self.aliases)}")
+        if caveats_file:
+            lines.append(f"caveats_file = {_toml(caveats_file)}")
         if self.notes:
             lines.append("notes = [")
             lines += [f"  {_toml(n)}," for n in self.notes]
@@ -117,27 +136,38 @@ class Release:
                 v = getattr(s, k)
                 if v:
                     lines.append(f"{k} = {_toml(v)}")
-        for c in self.caveats:
-            lines += ["", "[[caveat]]", f"op = {_toml(c.op)}", f"dtypes = {_toml(c.dtypes)}",
-                      f"note = {_toml(c.note)}", f"source = {_toml(c.source)}"]
-            if c.api:
-                lines.append("api = true")
+        if not caveats_file:
+            lines += _caveat_lines(self.caveats)
         lines += ["", "[ops]  # one op per line (a list of strings is accepted too)"]
         for cat in sorted(self.ops):
             names = sorted(set(self.ops[cat]))
             lines.append(f"# {cat}: {len(names)}")
-            lines.append(f'{cat} = """')
+            lines.append(f"{cat} = '''")
             lines += names
-            lines.append('"""')
+            lines.append("'''")
         return "\n".join(lines) + "\n"
 
     @classmethod
-    def from_toml(cls, text: str, *, origin: str = "matrix file") -> Release:
+    def from_toml(cls, text: str, *, origin: str = "matrix file", base: Path | None = None) -> Release:
+        """Parse a release file; ``base`` is the folder its ``caveats_file`` is relative to."""
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise InputError(f"{origin} is not valid TOML: {e}") from None
-        return cls.from_dict(data, origin=origin)
+        try:
+            release = cls.from_dict(data, origin=origin)
+        except _AtToken as e:  # say where the offending text is
+            line = next((i for i, text_line in enumerate(text.splitlines(), 1) if e.token in text_line), None)
+            where = f" (line {line})" if line else ""
+            raise InputError(e.message.replace(f"{origin}:", f"{origin}{where}:", 1), hint=e.hint) from None
+        if release.caveats_file:
+            if base is None:
+                raise InputError(f"{origin}: caveats_file {release.caveats_file!r} cannot be found from a text",
+                                 hint="load the release from its file")
+            release._shared = base / release.caveats_file
+            if not release._shared.is_file():
+                raise InputError(f"{origin}: its caveats_file {release._shared} does not exist")
+        return release
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, origin: str = "matrix file") -> Release:
@@ -153,13 +183,15 @@ class Release:
         ops = {cat: v.split() if isinstance(v, str) else v for cat, v in ops.items()}
         unknown = sorted(set(ops) - set(CATEGORIES))
         if unknown:
-            raise InputError(f"{origin}: unknown op categories {', '.join(unknown)} in [ops]",
-                             hint=f"categories: {', '.join(CATEGORIES)}")
+            raise _AtToken(unknown[0], f"{origin}: unknown op categories {', '.join(unknown)} in [ops]",
+                           hint=f"categories: {', '.join(CATEGORIES)}")
         for cat, names in ops.items():
+            if all(isinstance(n, str) for n in names) and _OPS.fullmatch("\n".join(names)):
+                continue  # all well-formed (one regex pass; the loop below finds the culprit otherwise)
             for n in names:
                 if not isinstance(n, str) or not _OP.match(n):
-                    raise InputError(f"{origin}: [ops] {cat}: {n!r} is not an op name",
-                                     hint="write aten ops as name or name.overload, e.g. add.Tensor")
+                    raise _AtToken(str(n), f"{origin}: [ops] {cat}: {n!r} is not an op name",
+                                   hint="write aten ops as name or name.overload, e.g. add.Tensor")
         fb = data.get("cpu_fallback", {})
         try:
             return cls(
@@ -167,13 +199,15 @@ class Release:
                 device_type=str(rel["device_type"]), dispatch_key=str(rel["dispatch_key"]),
                 package=str(rel.get("package", "")), import_name=rel.get("import_name"),
                 aliases=[str(a) for a in rel.get("aliases", [])], vendor_release=rel.get("vendor_release"),
-                order=int(rel.get("order", 0)), exact=bool(rel.get("exact", True)),
+                order=int(rel.get("order", 0)), prerelease=bool(rel.get("prerelease", False)),
+                exact=bool(rel.get("exact", True)),
                 accuracy=str(rel.get("accuracy", "")), notes=[str(n) for n in rel.get("notes", [])],
+                functionalization=bool(rel.get("functionalization", False)),
                 fallback=CpuFallback(bool(fb.get("exists", False)), bool(fb.get("default_on", False)),
                                      fb.get("switch"), str(fb.get("note", ""))),
-                ops={cat: sorted({_strip_aten(n) for n in names}) for cat, names in ops.items()},
-                caveats=[Caveat(str(c["op"]), [str(d) for d in c.get("dtypes", [])], str(c.get("note", "")),
-                                str(c.get("source", "")), bool(c.get("api", False))) for c in data.get("caveat", [])],
+                ops={cat: sorted({_strip_aten(n) for n in names} if any(n.startswith("aten::") for n in names)
+                                 else set(names)) for cat, names in ops.items()},
+                caveats=_caveats(data, origin), caveats_file=rel.get("caveats_file"),
                 sources=[Source(str(s["repo"]), str(s["path"]), s.get("commit"), str(s.get("sha256", "")),
                                 str(s.get("staged", "")), str(s.get("note", ""))) for s in data.get("source", [])],
             )
@@ -189,7 +223,53 @@ class Release:
             raise InputError(f"matrix file not found: {p}") from None
         except (OSError, UnicodeDecodeError) as e:
             raise InputError(f"cannot read matrix file {p}: {e}") from None
-        return cls.from_toml(text, origin=str(p))
+        return cls.from_toml(text, origin=str(p), base=p.parent)
+
+
+def caveats_to_toml(caveats: list[Caveat], header: str = "") -> str:
+    """A file of ``[[caveat]]`` tables that several release files share through ``caveats_file``."""
+    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+    body = _caveat_lines(caveats)
+    return "\n".join(lines + body[1:] if not lines else lines + body) + "\n"
+
+
+@cache
+def _shared_caveats(path: Path) -> tuple[Caveat, ...]:
+    """A shared caveat file, parsed once however many releases name it."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read the caveats file {path}: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{path} is not valid TOML: {e}") from None
+    return tuple(_caveats(data, str(path)))
+
+
+def _caveat_lines(caveats: list[Caveat]) -> list[str]:
+    lines: list[str] = []
+    for c in caveats:
+        lines += ["", "[[caveat]]", f"op = {_toml(c.op)}", f"dtypes = {_toml(c.dtypes)}",
+                  f"note = {_toml(c.note)}", f"source = {_toml(c.source)}"]
+        if c.api:
+            lines.append("api = true")
+    return lines
+
+
+def _caveats(data: dict[str, Any], origin: str) -> list[Caveat]:
+    try:
+        return [Caveat(str(c["op"]), [str(d) for d in c.get("dtypes", [])], str(c.get("note", "")),
+                       str(c.get("source", "")), bool(c.get("api", False))) for c in data.get("caveat", [])]
+    except (KeyError, TypeError, AttributeError) as e:
+        raise InputError(f"{origin}: a [[caveat]] table is malformed ({type(e).__name__}: {e})",
+                         hint="each [[caveat]] needs op and may have dtypes, note, source, api") from None
+
+
+class _AtToken(InputError):
+    """A bad value whose line from_toml can point at: the first line holding ``token``."""
+
+    def __init__(self, token: str, message: str, *, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.token = token
 
 
 _FORMAT_HINT = "see docs/matrix-format.md for the format of a matrix file"
@@ -205,6 +285,8 @@ def _toml(v: Any) -> str:
     if isinstance(v, int):
         return str(v)
     if isinstance(v, str):
+        if "'" not in v and not _CONTROL.search(v):
+            return f"'{v}'"  # a literal string: tomllib reads these far faster than basic strings
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml(x) for x in v) + "]"

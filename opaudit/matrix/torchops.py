@@ -58,6 +58,7 @@ class TorchOps:
         self.version = version
         self._ops: dict[str, TorchOp] = dict(ops or {})
         self._raw: dict[str, str] = raw or {}  # name -> the rest of its tsv line, not parsed yet
+        self._delegators: dict[str, list[str]] | None = None  # .out op -> the ops delegating to it
 
     @property
     def ops(self) -> dict[str, TorchOp]:
@@ -95,6 +96,32 @@ class TorchOps:
             return True
         d = self.get(op.delegate) if op.delegate else None
         return d is not None and key in d.keys
+
+    def functional(self, name: str) -> str | None:
+        """The functional op an in-place (``add_.Tensor``) or out= (``add.out``) op is a variant of."""
+        base, _, overload = name.partition(".")
+        if base.endswith("_") and not base.startswith("_"):
+            cand = base[:-1] + (f".{overload}" if overload else "")
+            return cand if cand in self else None
+        if overload == "out" or overload.endswith("_out"):
+            if self._delegators is None:
+                self._delegators = {}
+                for n, op in self._ops.items():
+                    if op.delegate:
+                        self._delegators.setdefault(op.delegate, []).append(n)
+                for n, rest in self._raw.items():  # without parsing the lines
+                    delegate = rest.split("\t", 2)[1] if rest.count("\t") >= 1 else ""
+                    if delegate:
+                        self._delegators.setdefault(delegate, []).append(n)
+            functional = [n for n in self._delegators.get(name, ()) if not n.partition(".")[0].endswith("_")]
+            if functional:
+                return sorted(functional)[0]
+            cand = base if overload == "out" else f"{base}.{overload[:-4]}"
+            return cand if cand in self else None
+        return None
+
+    def __iter__(self):
+        return iter(list(self._ops) + list(self._raw))
 
     def with_kernel(self, key: str) -> set[str]:
         """Every op that runs a ``key`` kernel (directly or via its structured delegate)."""
