@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 import opaudit
-from opaudit.errors import OpauditError
+from opaudit.errors import InputError, OpauditError
 
 app = typer.Typer(
     add_completion=False,
@@ -236,8 +236,9 @@ def matrix_list(
 
 @matrix_app.command("show")
 def matrix_show(
-    target: str = typer.Argument(..., help="vendor, vendor@release (package version, tag or vendor release), "
-                                 "or a matrix file (.toml)."),
+    target: str | None = typer.Argument(None, help="vendor, vendor@release (package version, tag or vendor "
+                                        "release), or a matrix file (.toml)."),
+    matrix: Path | None = typer.Option(None, "--matrix", help="A user-supplied matrix file instead of a target."),
     ops: list[str] | None = typer.Option(None, "--op", help="Ops to resolve (repeatable), e.g. aten::add.Tensor."),
 ) -> None:
     """One release: its facts, provenance, and how given ops run on it."""
@@ -245,7 +246,9 @@ def matrix_show(
     from opaudit.report.matrix import render_release
 
     with _errors():
-        render_release(load_matrix(target), out, ops)
+        if (target is None) == (matrix is None):
+            raise InputError("name one target, or one --matrix FILE", hint="e.g. opaudit matrix show ascend")
+        render_release(load_matrix(str(matrix) if matrix is not None else str(target)), out, ops)
 
 
 @matrix_app.command("diff")

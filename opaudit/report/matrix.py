@@ -22,17 +22,34 @@ def status_text(s: Support) -> Text:
 
 
 def render_list(db: Database, console: Console, vendors: list[str] | None = None) -> None:
+    """One line per release, oldest first per vendor; the vendor's default (newest published) is starred."""
     t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for col in ("target", "PyTorch", "device", "native", "other lists", "aliases"):
-        t.add_column(col, overflow="fold")
+    wide = console.width >= 140  # the other op lists only where they fit beside the rest
+    t.add_column("target", no_wrap=True)
+    t.add_column("PyTorch", no_wrap=True, min_width=7)
+    t.add_column("native", justify="right", no_wrap=True, min_width=6)
+    if wide:
+        t.add_column("other lists", overflow="fold", ratio=2)
+    t.add_column("also", overflow="ellipsis", no_wrap=True, ratio=1)
     for vendor in vendors or db.vendors:
-        for e in db.by_vendor.get(vendor, []):
+        rels = db.by_vendor.get(vendor, [])
+        default = db.newest(vendor) if rels else None
+        for e in rels:
             counts = dict(e.counts)
-            other = ", ".join(f"{k} {v}" for k, v in counts.items() if k != "native")
-            native = f"{counts.get('native', 0):,}" + ("" if e.exact else " (bound)")
-            t.add_row(e.key, e.torch, e.device_type, native, other, ", ".join(e.aliases[:3]))
+            other = ", ".join(f"{k} {v:,}" for k, v in counts.items() if k != "native")
+            native = f"{counts.get('native', 0):,}" + ("" if e.exact else " ≤")
+            also = [e.vendor_release] if e.vendor_release else []
+            also += [a for a in e.aliases if a not in also][:2]
+            label = Text(e.key, style="bold" if e is default else "")
+            if e is default:
+                label.append(" *", style="green")
+            if e.prerelease:
+                label.append(" (pre)", style="dim")
+            t.add_row(label, e.torch, native, *([other] if wide else []), ", ".join(also))
         t.add_section()
     console.print(t)
+    console.print("* the release a vendor alone names (its newest published one); (pre) a development snapshot or "
+                  "pre-release; ≤ the list is an upper bound", style="dim")
 
 
 def render_compatibility(db: Database, console: Console) -> None:
@@ -75,10 +92,10 @@ def render_release(matrix: Matrix, console: Console, ops: list[str] | None = Non
         console.print(f"  note: {n}", style="dim")
     for src in r.sources:
         console.print(f"  source: {src.repo} {src.path} @ {src.commit or '?'} (sha256 {src.sha256[:12]})", style="dim")
-    for c in r.caveats:
+    for c in r.all_caveats():
         if c.op == "*":
             console.print(f"  caveat for every op: {', '.join(c.dtypes)}: {c.note} ({c.source})", style="yellow")
-    specific = [c for c in r.caveats if c.op != "*"]
+    specific = [c for c in r.all_caveats() if c.op != "*"]
     if specific:
         console.print(f"  {len(specific)} dtype caveats of single ops or APIs"
                       + (" (--op shows those of an op)" if not ops else ""))
