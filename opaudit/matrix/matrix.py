@@ -95,6 +95,7 @@ class Matrix:
     torch_ops: TorchOps | None  # PyTorch's op table of the release's line (None: not staged)
     _native: frozenset[str] = field(init=False)
     _cache: dict[str, Support] = field(init=False, default_factory=dict)
+    _caveat_index: dict[str, list[Caveat]] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         r = self.release
@@ -122,13 +123,17 @@ class Matrix:
     def caveats(self, op: str, dtypes: tuple[str, ...] | list[str] = ()) -> list[Caveat]:
         """Documented dtype limits that apply to ``op`` called with ``dtypes`` (all, without dtypes)."""
         name = normalize(op)
-        out = []
-        for c in self.release.all_caveats():
-            if c.api or c.op not in ("*", name, name.split(".")[0]):
-                continue
-            if not dtypes or any(d.removesuffix("[]") in c.dtypes for dt in dtypes for d in dt.split("|")):
-                out.append(c)
-        return out
+        if self._caveat_index is None:
+            index: dict[str, list[Caveat]] = {}
+            for c in self.release.all_caveats():
+                if not c.api:
+                    index.setdefault(c.op, []).append(c)
+            self._caveat_index = index
+        found = [c for key in dict.fromkeys(("*", name, name.split(".")[0])) for c in self._caveat_index.get(key, ())]
+        if not found or not dtypes:
+            return found
+        used = {d.removesuffix("[]") for dt in dtypes for d in dt.split("|")}
+        return [c for c in found if used.intersection(c.dtypes)]
 
     # -- the rules --------------------------------------------------------------------------------------
     def _resolve(self, name: str, depth: int) -> Support:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from opaudit.errors import InputError, OutputError
+from opaudit.errors import InputError
+from opaudit.files import write_atomic
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -201,19 +201,7 @@ class Trace:
         """Write the trace as JSON, atomically: the file is either the old one or the new one."""
         path = Path(path)
         text = json.dumps(self.to_json(), indent=1, ensure_ascii=False) + "\n"
-        parent = path.parent if str(path.parent) else Path(".")
-        try:
-            parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-        except OSError as e:
-            raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, path)
-        except OSError as e:
-            Path(tmp).unlink(missing_ok=True)
-            raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
+        write_atomic(path, text)
         return path
 
     @classmethod

@@ -1,0 +1,43 @@
+"""Writing results: atomically (a file is the old one or the new one, never half of either)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from opaudit.errors import OutputError
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise OutputError(f"cannot write {path}: it is a directory")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    except OSError as e:
+        raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
+    return path
+
+
+def check_writable(path: str | os.PathLike[str]) -> None:
+    """Fail early (before a long trace) when ``path`` cannot be written: a directory, or an unwritable folder."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputError(f"cannot write {path}: it is a directory")
+    parent = path.parent if str(path.parent) else Path(".")
+    existing = parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write {path}: {existing} is not a writable folder")

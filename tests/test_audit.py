@@ -1,0 +1,154 @@
+"""The audit: a real trace joined with real releases of coverage_db and with a user matrix."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import opaudit
+from opaudit.audit import FAIL_ON, default_targets, op_groups
+from opaudit.errors import InputError
+from opaudit.matrix import database, load_matrix
+from opaudit.testing import NotSupported, assert_runs_on, assert_trace_runs_on
+
+# a chip with a short op list: matmul and a few elementwise ops, no CPU fallback
+TINY = """
+[release]
+vendor = "tiny"
+name = "0.1"
+torch = "2.13.0"
+device_type = "tiny"
+dispatch_key = "PrivateUse1"
+
+[cpu_fallback]
+exists = true
+default_on = false
+switch = "TINY_CPU_FALLBACK=1 enables it"
+
+[ops]
+native = '''
+mm
+addmm
+add.out
+mul.out
+empty.memory_format
+empty_strided
+as_strided
+_copy_from
+copy_
+'''
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = tmp_path_factory.mktemp("matrix") / "tiny.toml"
+    path.write_text(TINY)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def gpt2_audit(gpt2_train, tiny):
+    return opaudit.audit(gpt2_train, ["ascend@2.1.0", "xla@2.9.0", "mps@2.13.0", tiny])
+
+
+def test_one_row_per_op_phase_and_target(gpt2_train, gpt2_audit):
+    a = gpt2_audit
+    groups = op_groups(gpt2_train)
+    assert len(a.frame) == len(groups) * len(a.matrices)
+    assert len(a.matrices) == len(database().entries) + 1  # the landscape, plus the user matrix
+    sel = a.frame[a.frame["selected"]]
+    assert sorted(sel["target"].unique()) == sorted(a.selected)
+    # calls in the frame add up to the trace's calls (choice rows are counted apart)
+    per_target = sel[(sel["target"] == "ascend@2.1.0") & (sel["kind"] != "choice")]["calls"].sum()
+    assert per_target == gpt2_train.calls()
+
+
+def test_the_verdicts_follow_from_the_statuses(gpt2_audit, tiny):
+    a = gpt2_audit
+    for key in a.selected:
+        v = a.verdicts[key]
+        rows = a.frame[(a.frame["target"] == key) & (a.frame["kind"] != "choice")]
+        assert v.ops.get("missing", 0) == (rows["status"] == "missing").sum()
+        assert v.calls.get("cpu_fallback", 0) == rows.loc[rows["status"] == "cpu_fallback", "calls"].sum()
+        expected = ("fails" if v.ops.get("missing") else "cpu_fallback" if v.ops.get("cpu_fallback")
+                    else "uncertain" if v.ops.get("unknown") else "runs")
+        assert v.verdict == expected
+    assert a.verdict("mps@2.13.0").verdict == "runs"
+    tiny_v = a.verdict("tiny@0.1")
+    assert tiny_v.verdict == "fails" and tiny_v.ops["missing"] > 10
+    # the user's chip has a CPU fallback that is off: the advice says how to turn it on
+    assert any("TINY_CPU_FALLBACK=1 enables it" in x for x in tiny_v.advice)
+
+
+def test_ops_within_a_choice_take_the_targets_pick(gpt2_audit):
+    a = gpt2_audit
+    f = a.frame
+    within = f[(f["target"] == "mps@2.13.0") & f["within"].notna()]
+    assert len(within) and set(within["status"]) <= {"native", "composite"}
+    sdpa = within[within["within"] == "aten::scaled_dot_product_attention.default"]
+    assert sdpa["note"].str.startswith("backward of aten::scaled_dot_product_attention.default").all()
+
+
+def test_missing_ops_name_their_modules_and_lines(gpt2_audit):
+    f = gpt2_audit.frame
+    missing = f[(f["target"] == "tiny@0.1") & (f["status"] == "missing") & (f["kind"] != "choice")]
+    tanh = missing[(missing["op"] == "aten::tanh.default") & (missing["phase"] == "forward")].iloc[0]
+    assert "transformer.h.0.mlp.act" in tanh["modules"]  # GPT-2's gelu_new
+    assert any("activations.py" in s for s in tanh["sources"])
+
+
+def test_advice_names_the_later_release_that_adds_an_op(gpt2_audit):
+    v = gpt2_audit.verdict("ascend@2.1.0")
+    assert v.verdict == "cpu_fallback" and "_foreach_lerp_.Scalar (optimizer)" in v.fallback
+    later = [x for x in v.advice if "_foreach_lerp_.Scalar" in x]
+    assert later and later[0].startswith("ascend@2.1.0.post8")
+    assert load_matrix(later[0].split()[0]).resolve("aten::_foreach_lerp_.Scalar").status == "native"
+
+
+def test_landscape_and_oldest_release_that_runs(gpt2_audit):
+    a = gpt2_audit
+    oldest = a.oldest_running()
+    land = a.landscape()
+    for vendor, o in oldest.items():
+        rels = [v for v in land[vendor] if not v.prerelease] or land[vendor]
+        if o["runs"] is not None:
+            first = next(v for v in rels if v.runs)
+            assert first.target == o["runs"]
+            assert all(not v.runs for v in rels[:rels.index(first)])
+    assert oldest["mps"]["native"] == "mps@2.4.0"  # MPS before 2.4 lacks ops GPT-2 training needs
+
+
+def test_fail_on_levels(gpt2_audit):
+    a = gpt2_audit
+    assert a.fails_on("missing") == ["tiny@0.1"]
+    assert set(a.fails_on("cpu_fallback")) == {"ascend@2.1.0", "xla@2.9.0", "tiny@0.1"}
+    assert set(a.fails_on("composite")) == set(a.selected)
+    with pytest.raises(InputError):
+        a.fails_on("slow")
+    assert FAIL_ON == ("missing", "cpu_fallback", "composite")
+
+
+def test_default_targets_are_each_vendors_newest_published_release():
+    db = database()
+    targets = default_targets(db)
+    assert "cpu@2.14.1" not in targets and "cuda@2.14.1" in targets
+    assert "ascend@2.14.0" in targets and not any("master" in t for t in targets)
+    assert len(targets) == len(db.vendors) - 1
+
+
+def test_assert_runs_on_passes_and_fails_readably(tiny):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
+    x = torch.randn(2, 8)
+    result = assert_runs_on(model, x, "cuda@2.13.0", train=True)
+    assert result.verdict("cuda@2.13.0").verdict == "runs"
+    with pytest.raises(NotSupported) as e:
+        assert_runs_on(model, x, tiny, train=True)
+    message = str(e.value)
+    assert message.startswith("tiny@0.1 (PyTorch 2.13.0): fails:")
+    assert "native_layer_norm_backward [backward]" in message and "at 1" in message  # the Sequential's "1"
+    assert "TINY_CPU_FALLBACK=1 enables it" in message
+    # cpu_fallback as the bar: ascend 2.1.0 runs AdamW's lerp on its CPU fallback
+    with pytest.raises(NotSupported):
+        assert_trace_runs_on(e.value.audit.trace, "ascend@2.1.0", fail_on="cpu_fallback")
