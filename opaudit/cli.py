@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -90,14 +91,74 @@ def _progress() -> Any:
         yield update
 
 
-def _finish(trace: opaudit.Trace, json_path: Path | None, top: int | None, quiet: bool) -> None:
+class FailOn(str, Enum):
+    missing = "missing"
+    cpu_fallback = "cpu_fallback"
+    composite = "composite"
+
+
+EXIT_FAIL_ON = 1  # --fail-on: a selected target has an op at that level or worse
+
+_TARGET_HELP = ("Target to check (repeatable): vendor, vendor@release, a matrix file, or 'all' (every release). "
+                "Default: the newest published release of every vendor.")
+
+
+@dataclass
+class AuditOptions:
+    targets: list[str] | None = None
+    matrices: list[Path] | None = None
+    no_audit: bool = False
+    fail_on: FailOn | None = None
+    html: Path | None = None
+    csv: Path | None = None
+    markdown: Path | None = None
+    audit_json: Path | None = None
+
+    def outputs(self) -> dict[str, Path]:
+        pairs = (("html", self.html), ("csv", self.csv), ("markdown", self.markdown), ("json", self.audit_json))
+        return {fmt: p for fmt, p in pairs if p is not None}
+
+    def check(self) -> None:
+        """Before a long trace: the targets exist and every output can be written."""
+        from opaudit.matrix import load_matrix
+        from opaudit.report import check_writable
+
+        if self.no_audit and (self.targets or self.matrices or self.fail_on or self.outputs()):
+            raise OpauditError("--no-audit cannot be combined with targets, --fail-on or report outputs")
+        for t in self.targets or []:
+            if t.strip().lower() != "all":
+                load_matrix(t)
+        for m in self.matrices or []:
+            load_matrix(str(m))
+        for path in self.outputs().values():
+            check_writable(path)
+
+
+def _finish(trace: opaudit.Trace, json_path: Path | None, top: int | None, quiet: bool,
+            opts: AuditOptions | None = None, *, show_trace: bool = True) -> None:
     from opaudit.report.terminal import render_trace
 
-    if not quiet:
+    if not quiet and show_trace:
         render_trace(trace, out, top=top)
     if json_path is not None:
         trace.save(json_path)
         err.print(f"trace written to {json_path}", style="green")
+    if opts is None or opts.no_audit:
+        return
+    from opaudit.audit import audit
+    from opaudit.report import write_reports
+    from opaudit.report.audit import render_audit
+
+    targets = [*(opts.targets or []), *(str(m) for m in opts.matrices or [])] or None
+    result = audit(trace, targets)
+    render_audit(result, out)
+    for path in write_reports(result, {k: str(v) for k, v in opts.outputs().items()}):
+        err.print(f"report written to {path}", style="green")
+    if opts.fail_on is not None:
+        failing = result.fails_on(opts.fail_on.value)
+        if failing:
+            err.print(f"--fail-on {opts.fail_on.value}: {', '.join(failing)}", style="bold red")
+            raise typer.Exit(EXIT_FAIL_ON)
 
 
 @app.command()
@@ -113,11 +174,24 @@ def scan(
     json_path: Path | None = typer.Option(None, "--json", help="Write the trace as JSON to this path."),
     top: int | None = typer.Option(None, "--top", min=1, help="Show at most this many ops per phase."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the op table."),
+    targets: list[str] | None = typer.Option(None, "--target", "-t", help=_TARGET_HELP),
+    matrices: list[Path] | None = typer.Option(None, "--matrix", help="A user-supplied matrix file to check "
+                                               "against too (repeatable); see docs/matrix-format.md."),
+    no_audit: bool = typer.Option(False, "--no-audit", help="Only trace; check no target."),
+    fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Exit with 1 when a target has an op at this "
+                                          "level or worse (missing < cpu_fallback < composite)."),
+    html: Path | None = typer.Option(None, "--html", help="Write the self-contained HTML report here."),
+    csv: Path | None = typer.Option(None, "--csv", help="Write one row per op x phase x target as CSV here."),
+    markdown: Path | None = typer.Option(None, "--markdown", "--md", help="Write a Markdown summary here."),
+    audit_json: Path | None = typer.Option(None, "--audit-json", help="Write the audit as JSON here."),
 ) -> None:
-    """Trace every aten op a model hits (forward; with --train also backward and optimizer)."""
+    """Trace every aten op a model hits (forward; with --train also backward and optimizer) and check it
+    against each target."""
     from opaudit.trace.load import load_model_file
 
+    opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json)
     with _errors(json_path):
+        opts.check()
         spec = load_model_file(model)
 
         def said(chosen: str, reason: str) -> None:
@@ -129,7 +203,7 @@ def scan(
                 loss_fn=spec.loss_fn, optimizer=spec.optimizer, amp=amp.value if amp else None,
                 shapes=shapes, progress=progress, on_mode=said, source=spec.source,
             )
-        _finish(trace, json_path, top, quiet)
+        _finish(trace, json_path, top, quiet, opts)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -142,12 +216,24 @@ def trace(
     json_path: Path | None = typer.Option(None, "--json", help="Write the trace as JSON to this path."),
     top: int | None = typer.Option(None, "--top", min=1, help="Show at most this many ops per phase."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the op table."),
+    targets: list[str] | None = typer.Option(None, "--target", "-t", help=_TARGET_HELP),
+    matrices: list[Path] | None = typer.Option(None, "--matrix", help="A user-supplied matrix file to check "
+                                               "against too (repeatable); see docs/matrix-format.md."),
+    no_audit: bool = typer.Option(False, "--no-audit", help="Only trace; check no target."),
+    fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Exit with 1 when a target has an op at this "
+                                          "level or worse (missing < cpu_fallback < composite)."),
+    html: Path | None = typer.Option(None, "--html", help="Write the self-contained HTML report here."),
+    csv: Path | None = typer.Option(None, "--csv", help="Write one row per op x phase x target as CSV here."),
+    markdown: Path | None = typer.Option(None, "--markdown", "--md", help="Write a Markdown summary here."),
+    audit_json: Path | None = typer.Option(None, "--audit-json", help="Write the audit as JSON here."),
 ) -> None:
     """Run an unmodified script under the recorder: opaudit trace [OPTIONS] -- script.py ARGS..."""
     from opaudit.trace.script import trace_script
 
     args = list(ctx.args)
+    opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json)
     with _errors(json_path):
+        opts.check()
         if not args:
             raise OpauditError("no script given", hint="opaudit trace -- train.py --its --own --args")
         with _progress() as progress:
@@ -155,20 +241,31 @@ def trace(
                                   shapes=shapes, progress=progress)
         if result.meta.status == "stopped":
             err.print(f"{result.meta.error}; the trace holds what ran until then", style="yellow")
-        _finish(result, json_path, top, quiet)
+        _finish(result, json_path, top, quiet, opts)
 
 
 @app.command()
 def report(
     trace_file: Path = typer.Argument(..., help="A trace written by scan --json or trace --json."),
     top: int | None = typer.Option(None, "--top", min=1, help="Show at most this many ops per phase."),
+    show_ops: bool = typer.Option(False, "--ops", help="Print the trace's op table too."),
+    targets: list[str] | None = typer.Option(None, "--target", "-t", help=_TARGET_HELP),
+    matrices: list[Path] | None = typer.Option(None, "--matrix", help="A user-supplied matrix file to check "
+                                               "against too (repeatable); see docs/matrix-format.md."),
+    no_audit: bool = typer.Option(False, "--no-audit", help="Only trace; check no target."),
+    fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Exit with 1 when a target has an op at this "
+                                          "level or worse (missing < cpu_fallback < composite)."),
+    html: Path | None = typer.Option(None, "--html", help="Write the self-contained HTML report here."),
+    csv: Path | None = typer.Option(None, "--csv", help="Write one row per op x phase x target as CSV here."),
+    markdown: Path | None = typer.Option(None, "--markdown", "--md", help="Write a Markdown summary here."),
+    audit_json: Path | None = typer.Option(None, "--audit-json", help="Write the audit as JSON here."),
 ) -> None:
-    """Show a saved trace, without re-running the model."""
-    from opaudit.report.terminal import render_trace
-
+    """Check a saved trace against targets and write reports, without re-running the model."""
+    opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json)
     with _errors():
+        opts.check()
         t = opaudit.load_trace(trace_file)
-        render_trace(t, out, top=top)
+        _finish(t, None, top, False, opts, show_trace=show_ops or opts.no_audit)
 
 
 db_app = typer.Typer(no_args_is_help=True, help="Build and check the coverage database (coverage_db/).")

@@ -19,6 +19,8 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
         assert any(n.startswith(f"opaudit/_data/{folder}/") for n in names), folder
     assert "opaudit/_data/coverage_db/curated/device_selected.toml" in names
     assert "opaudit/trace/trace.schema.json" in names
+    assert "opaudit/report/audit.schema.json" in names and "opaudit/_data/reports/audit.html.j2" in names
+    assert any(n.startswith("opaudit/_data/coverage_db/ascend/caveats/") for n in names)
 
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
@@ -29,7 +31,10 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
         "print(*(d.data_dir(n) for n in d.FOLDERS));"
         "m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5));"
         "t = opaudit.trace(m, torch.randn(2, 8), train=True);"
-        "print(sorted(r.op for r in t.records if r.kind == 'choice'))"
+        "print(sorted(r.op for r in t.records if r.kind == 'choice'));"
+        "from opaudit.report import render;"
+        "a = opaudit.audit(t, ['ascend@2.6.0.post5']);"
+        "print(a.verdict('ascend').verdict, len(render(a, 'html')) > 10000, len(a.verdicts))"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True,
@@ -37,3 +42,5 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
     assert out[0].startswith(str(target))
     assert all(p.startswith(str(target / "opaudit" / "_data")) for p in out[1].split())
     assert out[2] == "['aten::dropout.default']"  # the tracer read device_selected.toml from the wheel
+    verdict, html, releases = out[3].split()
+    assert verdict == "runs" and html == "True" and int(releases) > 150  # coverage_db and the template too

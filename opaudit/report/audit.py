@@ -1,0 +1,201 @@
+"""Views of an Audit: the terminal summary, JSON (versioned, audit.schema.json), CSV and Markdown.
+
+Each reads ``Audit.frame`` / ``Audit.verdicts`` only, so every format states the same numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from opaudit import __version__
+from opaudit.audit import Audit, Verdict, short, source_name
+from opaudit.report.matrix import _STATUS_STYLE
+
+SCHEMA = "opaudit-audit"
+SCHEMA_VERSION = 1
+_VERDICT_STYLE = {"runs": "green", "cpu_fallback": "yellow", "uncertain": "dim", "fails": "bold red"}
+
+
+def _verdict_text(v: Verdict) -> Text:
+    return Text(v.summary, style=_VERDICT_STYLE.get(v.verdict, ""))
+
+
+def _where(modules: tuple[str, ...], sources: tuple[str, ...]) -> str:
+    parts = []
+    if modules:
+        parts.append(modules[0] + (f" +{len(modules) - 1}" if len(modules) > 1 else ""))
+    if sources:
+        parts.append(sources[0] + (f" +{len(sources) - 1}" if len(sources) > 1 else ""))
+    return " · ".join(parts)
+
+
+# -- terminal --------------------------------------------------------------------------------------
+
+
+def render_audit(a: Audit, console: Console, *, top: int = 12) -> None:
+    """Per selected target: the verdict; for those that fail or fall back, the ops, where they are issued, and
+    what to do; then the oldest release of each vendor that runs the trace."""
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title="Will it run?", title_justify="left")
+    t.add_column("target", no_wrap=True)
+    t.add_column("PyTorch", no_wrap=True)
+    t.add_column("verdict", overflow="fold")
+    for v in a.selected_verdicts:
+        t.add_row(v.target, v.torch, _verdict_text(v))
+    console.print(t)
+    df = a.frame
+    for v in a.selected_verdicts:
+        if v.verdict == "runs" and not v.advice:
+            continue
+        rows = df[(df["target"] == v.target) & df["status"].isin(["missing", "cpu_fallback", "unknown"])
+                  & (df["kind"] != "choice")]
+        console.print(Text(f"{v.target}: ", style="bold") + _verdict_text(v))
+        switch = a.matrices[v.target].release.fallback.switch
+        if len(rows):
+            rows = rows.sort_values(["status", "calls"], ascending=[False, False], kind="stable")
+            for r in rows.head(top).itertuples():
+                line = Text("  ")
+                line.append(f"{r.status:<12}", style=_STATUS_STYLE.get(str(r.status), ""))
+                line.append(f" {short(r.op)}", style="bold")
+                within = f", in {short(r.within)}" if isinstance(r.within, str) else ""
+                line.append(f" [{r.phase}{within}] ×{r.calls:,}")
+                console.print(line, overflow="fold")
+                where = _where(r.modules, r.sources)
+                note = r.note.replace(f" ({switch})", "") if switch else r.note  # said once, in the advice
+                for extra in (f"at {where}" if where else "", note):
+                    if extra:
+                        console.print(Text(f"{'':15}{extra}", style="dim"), overflow="fold")
+            if len(rows) > top:
+                console.print(f"  … {len(rows) - top} more (see the HTML or CSV report)", style="dim")
+        for advice in v.advice:
+            console.print(f"  → {advice}", style="cyan", markup=False, highlight=False)
+    oldest = a.oldest_running()
+    if len(a.verdicts) > len(a.selected):
+        o = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title_justify="left",
+                  title=f"Oldest release that runs it ({len(a.verdicts)} releases checked)")
+        o.add_column("vendor", no_wrap=True)
+        o.add_column("natively", overflow="fold")
+        o.add_column("with CPU fallback", overflow="fold")
+        o.add_column("releases that run it", justify="right", no_wrap=True)
+        for vendor, rels in a.landscape().items():
+            n = sum(v.runs for v in rels)
+            o.add_row(vendor, oldest[vendor]["native"] or Text("none", style="red"),
+                      oldest[vendor]["runs"] or Text("none", style="red"), f"{n}/{len(rels)}")
+        console.print(o)
+
+
+# -- JSON ------------------------------------------------------------------------------------------
+
+
+def to_json(a: Audit) -> dict[str, Any]:
+    """The audit as a versioned document (opaudit/report/audit.schema.json)."""
+    selected = a.selected
+    ops = []
+    for i, g in enumerate(a.groups):
+        ops.append({
+            "op": g.op, "kind": g.kind, "phase": g.phase, "within": g.within, "calls": g.calls,
+            "dtypes": list(g.dtypes), "modules": list(g.modules), "sources": list(g.sources),
+            "results": {k: {"status": a.results[k][i].status, "via": a.results[k][i].via,
+                            "note": a.results[k][i].note, "caveats": list(a.caveats[k][i])} for k in selected},
+        })
+    used_sources = {s for g in a.groups for s in g.sources}
+    used_modules = {m for g in a.groups for m in g.modules}
+    return {
+        "schema": SCHEMA,
+        "version": SCHEMA_VERSION,
+        "opaudit_version": __version__,
+        "trace": asdict(a.trace.meta),
+        "statuses": ["native", "composite", "cpu_fallback", "opaudit_fallback", "missing", "unknown"],
+        "targets": [a.verdicts[k].to_json() for k in selected],
+        "landscape": [{k: v.to_json()[k] for k in ("target", "vendor", "release", "torch", "order", "exact",
+                                                   "prerelease", "verdict", "summary", "ops")}
+                      for rels in a.landscape().values() for v in rels],
+        "oldest_running": a.oldest_running(),
+        "ops": ops,
+        "modules": {m: t for m, t in sorted(a.trace.modules.items()) if m in used_modules},
+        "sources": {s: c for s, c in sorted(a.trace.sources.items()) if s in used_sources},
+    }
+
+
+def json_text(a: Audit) -> str:
+    return json.dumps(to_json(a), indent=1) + "\n"
+
+
+# -- CSV -------------------------------------------------------------------------------------------
+
+
+def csv_text(a: Audit) -> str:
+    """One row per op x phase x selected target; list cells joined with "; "."""
+    df = a.frame
+    df = df[df["selected"]]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    cols = ["target", "vendor", "release", "torch", "op", "kind", "phase", "within", "status", "via", "note",
+            "calls", "dtypes", "modules", "sources", "caveats"]
+    w.writerow(cols)
+    for r in df[cols].itertuples(index=False):
+        w.writerow(["; ".join(x) if isinstance(x, tuple) else ("" if x is None else x) for x in r])
+    return buf.getvalue()
+
+
+# -- Markdown --------------------------------------------------------------------------------------
+
+
+def _md(text: str) -> str:
+    """Text safe inside a Markdown table cell: no pipes, no markup, no line breaks."""
+    out = str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    for ch in "<>*_`[]":
+        out = out.replace(ch, "\\" + ch)
+    return out
+
+
+def _code(text: str) -> str:
+    """An inline code span inside a Markdown table cell (backslashes are literal in code spans)."""
+    return "`" + str(text).replace("`", "'").replace("|", "\\|").replace("\n", " ") + "`"
+
+
+def markdown_text(a: Audit, *, top: int = 15) -> str:
+    """For a pull-request comment: the verdicts, then the ops to look at per target."""
+    m = a.trace.meta
+    src = source_name(a.trace)
+    lines = [f"### opaudit: will {_code(src)} run?", "",
+             f"{len({g.op for g in a.groups})} distinct ops ({', '.join(m.phases)}), traced in {m.mode} mode "
+             f"on {m.device}, torch {m.torch_version}.", "",
+             "| target | PyTorch | verdict |", "| --- | --- | --- |"]
+    icon = {"runs": "✅", "cpu_fallback": "⚠️", "uncertain": "❔", "fails": "❌"}
+    for v in a.selected_verdicts:
+        lines.append(f"| {_code(v.target)} | {v.torch} | {icon[v.verdict]} {_md(v.summary)} |")
+    df = a.frame
+    for v in a.selected_verdicts:
+        bad = df["status"].isin(["missing", "cpu_fallback"]) & (df["kind"] != "choice")
+        rows = df[(df["target"] == v.target) & bad]
+        if not len(rows) and not v.advice:
+            continue
+        lines += ["", f"<details><summary><code>{_md(v.target)}</code>: {_md(v.summary)}</summary>", ""]
+        if len(rows):
+            lines += ["| status | op | phase | calls | where |", "| --- | --- | --- | --- | --- |"]
+            rows = rows.sort_values(["status", "calls"], ascending=[False, False], kind="stable")
+            for r in rows.head(top).itertuples():
+                lines.append(f"| {r.status} | {_code(short(r.op))} | {r.phase} | {r.calls:,} | "
+                             f"{_md(_where(r.modules, r.sources))} |")
+            if len(rows) > top:
+                lines.append(f"\n{len(rows) - top} more in the full report.")
+        if v.advice:
+            lines.append("")
+            lines += [f"- {_md(x)}" for x in v.advice]
+        lines += ["", "</details>"]
+    oldest = a.oldest_running()
+    if len(a.verdicts) > len(a.selected):
+        lines += ["", f"Oldest release that runs it ({len(a.verdicts)} releases checked):", "",
+                  "| vendor | natively | with CPU fallback |", "| --- | --- | --- |"]
+        for vendor, o in oldest.items():
+            lines.append(f"| {vendor} | {_md(o['native'] or 'none')} | {_md(o['runs'] or 'none')} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,74 @@
+"""`opaudit scan|report --target ...` from the command line: verdicts, report files, --fail-on, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import FIXTURES, run_cli
+
+from opaudit.cli import EXIT_FAIL_ON
+
+
+@pytest.fixture(scope="module")
+def demo_trace(tmp_path_factory):
+    path = tmp_path_factory.mktemp("trace") / "demo.json"
+    code, out, err = run_cli("scan", "examples/model.py", "--train", "--json", str(path), "-q",
+                             "-t", "enflame@f17a922-s60", "-t", "cuda")
+    assert code == 0, err
+    assert "Will it run?" in out and "enflame@f17a922-s60" in out and "cuda@2.14.1" in out
+    return path
+
+
+def test_report_writes_every_format_without_rerunning(demo_trace, tmp_path):
+    outs = {"--html": tmp_path / "r.html", "--csv": tmp_path / "r.csv", "--md": tmp_path / "r.md",
+            "--audit-json": tmp_path / "r.json"}
+    args = [x for k, v in outs.items() for x in (k, str(v))]
+    code, out, err = run_cli("report", str(demo_trace), "-t", "enflame@f17a922-s60", "-t", "mps@2.2.0", *args)
+    assert code == 0, err
+    assert all(p.stat().st_size > 500 for p in outs.values())
+    doc = json.loads(outs["--audit-json"].read_text())
+    summaries = {t["target"]: t["summary"] for t in doc["targets"]}
+    for summary in summaries.values():
+        assert summary in " ".join(out.split())  # the terminal states the verdict of the JSON
+        assert summary.replace("_", "\\_") in outs["--md"].read_text()
+    assert "runs with 4 ops on the CPU fallback" in summaries["enflame@f17a922-s60"]
+    assert "native_layer_norm_backward" in out and "examples/model.py:" in out
+
+
+def test_fail_on_sets_the_exit_code(demo_trace):
+    code, _, err = run_cli("report", str(demo_trace), "-t", "enflame@f17a922-s60", "--fail-on", "cpu_fallback")
+    assert code == EXIT_FAIL_ON == 1 and "--fail-on cpu_fallback: enflame@f17a922-s60" in err
+    code, _, err = run_cli("report", str(demo_trace), "-t", "enflame@f17a922-s60", "--fail-on", "missing")
+    assert code == 0, err
+    code, _, _ = run_cli("report", str(demo_trace), "-t", "cuda", "--fail-on", "composite")
+    assert code == 1  # views and copies are composites even on CUDA
+
+
+def test_bad_target_and_unwritable_output_fail_before_tracing(tmp_path):
+    code, out, err = run_cli("scan", "examples/model.py", "-t", "ascnd")
+    assert code == 2 and "unknown target vendor 'ascnd'" in err and "ascend" in err
+    assert "mode:" not in err and out == ""  # refused before the model was traced
+    code, _, err = run_cli("scan", "examples/model.py", "--html", str(tmp_path))
+    assert code == 4 and "is a directory" in err and "mode:" not in err
+    code, _, err = run_cli("scan", "examples/model.py", "--no-audit", "-t", "cuda")
+    assert code == 2 and "--no-audit" in err
+    assert "Traceback" not in err
+
+
+def test_trace_of_another_schema_version(tmp_path, demo_trace):
+    doc = json.loads(demo_trace.read_text())
+    doc["version"] = 99
+    future = tmp_path / "future.json"
+    future.write_text(json.dumps(doc))
+    code, _, err = run_cli("report", str(future), "-t", "cuda", "--html", str(tmp_path / "x.html"))
+    assert code == 2 and "schema version 99" in err and "Traceback" not in err
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_a_user_matrix_is_a_target(demo_trace, tmp_path):
+    matrix = tmp_path / "chip.toml"
+    matrix.write_text((FIXTURES / "matrices" / "chip.toml").read_text())
+    code, out, err = run_cli("report", str(demo_trace), "--matrix", str(matrix), "--fail-on", "missing")
+    assert code == 1, err
+    assert "chip@1.0" in out and "fails:" in out
