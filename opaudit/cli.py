@@ -54,11 +54,12 @@ def _main(
 
 
 def _fail(e: OpauditError, json_path: Path | None) -> None:
-    err.print(f"error: {e.message}", style="bold red", markup=False, highlight=False)
+    # soft_wrap: the terminal wraps, rich does not break lines (paths and commands stay copyable)
+    err.print(f"error: {e.message}", style="bold red", markup=False, highlight=False, soft_wrap=True)
     if e.details:
-        err.print(e.details, markup=False, highlight=False)
+        err.print(e.details, markup=False, highlight=False, soft_wrap=True)
     if e.hint:
-        err.print(f"hint: {e.hint}", style="yellow", markup=False, highlight=False)
+        err.print(f"hint: {e.hint}", style="yellow", markup=False, highlight=False, soft_wrap=True)
     partial = getattr(e, "partial", None)
     if partial is not None:
         path = json_path or Path(PARTIAL_DEFAULT)

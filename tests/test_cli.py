@@ -24,9 +24,11 @@ def test_scan_prints_the_table_and_writes_json(tmp_path):
         assert word in out, word
     data = json.loads(out_json.read_text())
     assert data["schema"] == "opaudit-trace" and data["meta"]["train"] is True
-    # report reads it back without running the model, and shows the same table
-    code2, out2, _ = run_cli("report", str(out_json))
+    # report reads it back without running the model: the same audit, and with --ops the same op table
+    code2, out2, _ = run_cli("report", str(out_json), "--ops")
     assert code2 == 0 and out2 == out
+    code3, out3, _ = run_cli("report", str(out_json))
+    assert code3 == 0 and out3.startswith("Will it run?") and "forward: " not in out3 and out.endswith(out3)
 
 
 def test_named_factory_returning_model_and_inputs():
