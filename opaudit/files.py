@@ -23,6 +23,7 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())  # mkstemp's is 0600
         os.replace(tmp, path)
     except OSError as e:
         Path(tmp).unlink(missing_ok=True)
@@ -41,3 +42,9 @@ def check_writable(path: str | os.PathLike[str]) -> None:
         existing = existing.parent
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write {path}: {existing} is not a writable folder")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

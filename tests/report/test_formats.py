@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from pathlib import Path
 
 import jsonschema
@@ -89,3 +90,11 @@ def test_reports_are_written_atomically_or_not_at_all(resnet_audit, tmp_path):
     written = write_reports(a, {"markdown": str(keep), "csv": str(tmp_path / "new" / "audit.csv")})
     assert keep.read_text().startswith("### opaudit") and len(written) == 2
     assert not [p for p in tmp_path.rglob(".*.tmp")]
+    # a new file gets the permissions of any file the user creates (not the temporary file's 0600);
+    # a replaced file keeps its own
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert (tmp_path / "new" / "audit.csv").stat().st_mode & 0o777 == 0o666 & ~umask
+    keep.chmod(0o640)
+    write_reports(a, {"markdown": str(keep)})
+    assert keep.stat().st_mode & 0o777 == 0o640
