@@ -41,6 +41,9 @@ VERDICTS = {
     "fails": "fails: ops are missing",
 }
 FAIL_ON = ("missing", "cpu_fallback", "composite")  # --fail-on levels, each including the ones before
+# devices whose tensors make torch.optim default to foreach (_get_foreach_kernels_supported_devices in
+# torch/utils/_foreach_utils.py): these device types, and the PrivateUse1 device whatever its name
+FOREACH_DEVICES = ("cuda", "xpu", "mtia")
 COLUMNS = ["target", "vendor", "release", "torch", "selected", "op", "kind", "phase", "within", "status", "via",
            "note", "calls", "dtypes", "modules", "sources", "caveats"]
 
@@ -372,6 +375,13 @@ def _advise(a: Audit, key: str, db: Database) -> None:
                 remaining -= set(fixed)
             if not remaining:
                 break
+    foreach = [g for g, _ in bad if g.op.startswith("aten::_foreach_") and g.phase == "optimizer"]
+    if foreach and r.device_type not in FOREACH_DEVICES and r.dispatch_key != "PrivateUse1":
+        v.advice.append(f"torch.optim picks its foreach path by default only on {', '.join(FOREACH_DEVICES)} and "
+                        "the PrivateUse1 device "
+                        f"(torch/utils/_foreach_utils.py): on {r.device_type} the optimizer runs its single-tensor "
+                        f"path unless foreach=True is passed, and that path needs none of the {len(foreach)} "
+                        "_foreach_ op(s)")
     missing_with_cpu = [g for g, s in bad if s.status == "missing" and "CPU fallback is off by default" in s.note]
     if missing_with_cpu and r.fallback.exists and not r.fallback.default_on:
         v.advice.append(f"{len(missing_with_cpu)} missing op(s) have a CPU kernel that {r.package or r.vendor}'s "

@@ -152,3 +152,10 @@ def test_assert_runs_on_passes_and_fails_readably(tiny):
     # cpu_fallback as the bar: ascend 2.1.0 runs AdamW's lerp on its CPU fallback
     with pytest.raises(NotSupported):
         assert_trace_runs_on(e.value.audit.trace, "ascend@2.1.0", fail_on="cpu_fallback")
+
+
+def test_foreach_advice_where_torch_optim_would_not_pick_foreach(gpt2_train):
+    a = opaudit.audit(gpt2_train, ["mps@2.2.0", "ascend@2.1.0"], landscape=False)
+    mps = a.verdict("mps@2.2.0")
+    assert any(x.startswith("torch.optim picks its foreach path") for x in mps.advice)
+    assert not any("foreach path" in x for x in a.verdict("ascend@2.1.0").advice)  # PrivateUse1: it does

@@ -52,11 +52,12 @@ def render_audit(a: Audit, console: Console, *, top: int = 12) -> None:
         t.add_row(v.target, v.torch, _verdict_text(v))
     console.print(t)
     df = a.frame
+    df = df[df["selected"] & df["status"].isin(["missing", "cpu_fallback", "unknown"]) & (df["kind"] != "choice")]
+    by_target = dict(list(df.groupby("target", sort=False, observed=True)))
     for v in a.selected_verdicts:
         if v.verdict == "runs" and not v.advice:
             continue
-        rows = df[(df["target"] == v.target) & df["status"].isin(["missing", "cpu_fallback", "unknown"])
-                  & (df["kind"] != "choice")]
+        rows = by_target.get(v.target, df.iloc[:0])
         console.print(Text(f"{v.target}: ", style="bold") + _verdict_text(v))
         switch = a.matrices[v.target].release.fallback.switch
         if len(rows):
@@ -141,8 +142,16 @@ def csv_text(a: Audit) -> str:
     cols = ["target", "vendor", "release", "torch", "op", "kind", "phase", "within", "status", "via", "note",
             "calls", "dtypes", "modules", "sources", "caveats"]
     w.writerow(cols)
-    for r in df[cols].itertuples(index=False):
-        w.writerow(["; ".join(x) if isinstance(x, tuple) else ("" if x is None else x) for x in r])
+    joined: dict[tuple, str] = {}  # the same module and source lists recur on every target's rows
+
+    def cell(x: Any) -> Any:
+        if isinstance(x, tuple):
+            if x not in joined:
+                joined[x] = "; ".join(x)
+            return joined[x]
+        return "" if x is None else x
+
+    w.writerows([cell(x) for x in r] for r in df[cols].itertuples(index=False))
     return buf.getvalue()
 
 
@@ -174,9 +183,10 @@ def markdown_text(a: Audit, *, top: int = 15) -> str:
     for v in a.selected_verdicts:
         lines.append(f"| {_code(v.target)} | {v.torch} | {icon[v.verdict]} {_md(v.summary)} |")
     df = a.frame
+    df = df[df["selected"] & df["status"].isin(["missing", "cpu_fallback"]) & (df["kind"] != "choice")]
+    by_target = dict(list(df.groupby("target", sort=False, observed=True)))
     for v in a.selected_verdicts:
-        bad = df["status"].isin(["missing", "cpu_fallback"]) & (df["kind"] != "choice")
-        rows = df[(df["target"] == v.target) & bad]
+        rows = by_target.get(v.target, df.iloc[:0])
         if not len(rows) and not v.advice:
             continue
         lines += ["", f"<details><summary><code>{_md(v.target)}</code>: {_md(v.summary)}</summary>", ""]
