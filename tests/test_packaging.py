@@ -21,6 +21,9 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
     assert "opaudit/trace/trace.schema.json" in names
     assert "opaudit/report/audit.schema.json" in names and "opaudit/_data/reports/audit.html.j2" in names
     assert any(n.startswith("opaudit/_data/coverage_db/ascend/caveats/") for n in names)
+    templates = {p.relative_to(ROOT).as_posix() for p in (ROOT / "reports").iterdir() if p.is_file()}
+    assert {f"opaudit/_data/{t}" for t in templates} <= set(names), "a file of reports/ is missing from pyproject"
+    assert not any(n.startswith("opaudit/_data/reports/examples/") for n in names)  # the examples stay out
 
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
