@@ -13,8 +13,27 @@ The library is the product; the ``opaudit`` command is a thin layer over it::
 
 __version__ = "0.1.0"
 
-from opaudit.audit import Audit, Verdict, audit
+from typing import TYPE_CHECKING, Any
+
 from opaudit.errors import OpauditError
-from opaudit.trace import Trace, load_trace, record, trace
+
+if TYPE_CHECKING:
+    from opaudit.audit import Audit, Verdict, audit
+    from opaudit.trace import Trace, load_trace, record, trace
+
+# imported on first use, so that `opaudit lint` and `opaudit fix` do not pay for importing torch
+_LAZY = {"Audit": "opaudit.audit", "Verdict": "opaudit.audit", "audit": "opaudit.audit", "Trace": "opaudit.trace",
+         "load_trace": "opaudit.trace", "record": "opaudit.trace", "trace": "opaudit.trace"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # the function, not the submodule of the same name that the import bound here
+        return value
+    raise AttributeError(f"module 'opaudit' has no attribute {name!r}")
+
 
 __all__ = ["Audit", "OpauditError", "Trace", "Verdict", "__version__", "audit", "load_trace", "record", "trace"]

@@ -1,0 +1,20 @@
+"""lint/: what the source assumes about CUDA, and the rewrites for a target.
+
+    from opaudit.lint import Settings, run, lint_source, fix_source
+
+    result = run(["train.py"], Settings(target="ascend"))             # lint: findings, nothing written
+    result = run(["src/"], Settings(target="ascend"), fix=True)       # fix: files rewritten atomically
+    fix_source(b"x = t.cuda()\\n", Settings(target="ascend", unsafe_fixes=True)).new
+
+The rules are data (rules/catalogue.toml, one table per code, with examples that are also tests);
+what a construct becomes per target is data too (rules/targets/*.toml). ``opaudit rules`` lists the
+rules, ``opaudit explain OA101`` prints one.
+"""
+
+from opaudit.lint.catalogue import Catalogue, Rule, Target, catalogue, load_target, target_names
+from opaudit.lint.config import Config, find_config
+from opaudit.lint.engine import Run, Settings, collect, fix_source, lint_source, run
+from opaudit.lint.findings import FileResult, Finding
+
+__all__ = ["Catalogue", "Config", "FileResult", "Finding", "Rule", "Run", "Settings", "Target", "catalogue",
+           "collect", "find_config", "fix_source", "lint_source", "load_target", "run", "target_names"]

@@ -1,0 +1,228 @@
+"""The rule catalogue and the target tables, read from rules/: what each rule is, and what it becomes
+on each target. Knowledge lives there; the mechanisms that find and rewrite code live in checks.py.
+
+>>> rule = catalogue().rules["OA401"]                  # doctest: +SKIP
+>>> rule.summary, rule.fix                             # doctest: +SKIP
+('torch.cuda.synchronize waits for the CUDA device', 'safe')
+>>> load_target("ascend").api_replacement("torch.cuda.synchronize", "2.1")   # doctest: +SKIP
+'torch.npu.synchronize'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+
+from opaudit.data import data_dir, load_toml
+from opaudit.errors import InputError
+
+FIX_CLASSES = ("safe", "unsafe", "suggestion", "report")
+GROUPS = {
+    "OA0": "file-level and meta",
+    "OA1": "devices and device strings",
+    "OA2": "AMP, precision, optimizers",
+    "OA3": "distributed",
+    "OA4": "memory, streams, events, graphs, RNG, profiling",
+    "OA5": "environment variables and launch",
+    "OA6": "backend flags, attention kernels, compile and JIT",
+    "OA7": "third-party CUDA-centric libraries",
+    "OA8": "native extensions and custom-op registration",
+}
+CODE = re.compile(r"OA\d{3}")
+
+
+@dataclass(frozen=True)
+class Example:
+    """Code a rule finds (``before``) and what ``fix --target`` makes of it (``after``; None when the
+    fix leaves it, as for suggestions and reports). ``valid`` examples must raise no finding."""
+
+    target: str
+    before: str
+    after: str | None = None
+    unsafe: bool = False  # the fix needs --unsafe-fixes
+    valid: bool = False
+    min_torch: str = ""  # the --min-torch the example is linted with (default: the linter's)
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    summary: str
+    fix: str  # one of FIX_CLASSES: what the fix does where the target has a replacement
+    why: str = ""
+    apis: tuple[str, ...] = ()  # qualified names this rule matches (the API checker)
+    heuristic: bool = False  # matched by syntax, not by qualified name
+    default: bool = True  # on unless selected explicitly (noisy, informational rules are off)
+    examples: tuple[Example, ...] = ()
+    targets: tuple[str, ...] = ()  # only on these targets (default: all)
+    renames: dict[str, str] = field(default_factory=dict)  # deprecated CUDA name -> current CUDA name
+    replace: str = ""  # vendor template: {module} {device} {dist_const} {dist_available} {package}
+    replace_neutral: str = ""  # neutral template: {acc}
+    neutral_min_torch: str = ""
+    neutral_dm: bool = False  # neutral target: torch.get_device_module().X where torch.accelerator lacks X
+    suggest: str = ""  # shown, never applied: vendor template
+    suggest_neutral: str = ""
+    modules: tuple[str, ...] = ()  # imports this rule reports (a module and its submodules)
+    env: tuple[str, ...] = ()  # environment variable names
+    env_prefix: tuple[str, ...] = ()
+    triggers: tuple[str, ...] = ()  # words that must occur in a file for this rule to find anything
+
+    @property
+    def group(self) -> str:
+        return GROUPS[self.code[:3]]
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a CUDA construct becomes on one target (rules/targets/<name>.toml)."""
+
+    name: str
+    title: str
+    device: str = ""  # device type string replacing "cuda"; "" for neutral (an expression) and rocm (kept)
+    module: str = ""  # torch.cuda -> this module
+    package: str = ""  # the import that registers the backend
+    method: str = ""  # x.cuda() -> x.<method>()
+    is_attr: str = ""
+    dist_backend: str = ""
+    dist_const: str = ""
+    dist_available: str = ""
+    graph: str = ""
+    neutral: bool = False
+    keeps_cuda: bool = False  # ROCm: HIP answers to "cuda"; nothing to rename
+    only_api: bool = False  # torch.cuda.X has a twin only where api names one (MPS)
+    accelerator: str = ""
+    accelerator_min_torch: str = ""
+    device_module: str = ""
+    device_module_min_torch: str = ""
+    api: dict[str, tuple[str, str]] = field(default_factory=dict)  # qualified name -> (replacement, min torch)
+    env: dict[str, tuple[str, str]] = field(default_factory=dict)  # CUDA variable -> (twin or "", minimum torch)
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def api_replacement(self, qualname: str, min_torch: str, *, device_module: bool = True) -> str | None:
+        """What ``qualname`` (``torch.cuda.synchronize``) becomes here, or None when nothing does. On the
+        neutral target, ``device_module`` allows ``torch.get_device_module().X`` where torch.accelerator
+        has no X for the minimum torch (rules whose functions every device module has)."""
+        if qualname in self.api:
+            new, gate = self.api[qualname]
+            if new and (not gate or version_at_least(min_torch, gate)):
+                return new
+            if self.neutral and new and device_module and self.device_module and qualname.startswith("torch.cuda."):
+                return self._device_module(qualname, min_torch)
+            return None
+        if self.keeps_cuda or self.only_api:
+            return None
+        if self.neutral:
+            return self._device_module(qualname, min_torch) \
+                if device_module and qualname.startswith("torch.cuda.") else None
+        if qualname.startswith("torch.cuda.") and self.module:
+            return self.module + qualname[len("torch.cuda"):]
+        return None
+
+    def _device_module(self, qualname: str, min_torch: str) -> str | None:
+        rest = qualname[len("torch.cuda."):]
+        if "." in rest or not version_at_least(min_torch, self.device_module_min_torch):
+            return None  # torch.cuda.amp.X and friends have no get_device_module() twin
+        return f"{self.device_module}.{rest}"
+
+    def accelerator_expr(self, min_torch: str) -> str | None:
+        """The neutral expression for "the accelerator", when the minimum torch has it."""
+        if self.neutral and version_at_least(min_torch, self.accelerator_min_torch):
+            return self.accelerator
+        return None
+
+    def env_twin(self, name: str, min_torch: str) -> str | None:
+        """This target's twin of a CUDA environment variable (None: none, or not for the minimum torch)."""
+        twin, gate = self.env.get(name, ("", ""))
+        return twin if twin and version_at_least(min_torch, gate) else None
+
+    def note(self, code: str) -> str:
+        return self.notes.get(code, "")
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    rules: dict[str, Rule]
+
+    def expand(self, selectors: list[str]) -> set[str]:
+        """Codes matched by selectors: a code (``OA101``), a prefix (``OA1``, ``OA10``) or ``ALL``."""
+        out: set[str] = set()
+        for s in selectors:
+            s = s.strip().upper()
+            if not s:
+                continue
+            if s == "ALL":
+                out |= set(self.rules)
+                continue
+            matched = {c for c in self.rules if c.startswith(s)}
+            if not matched:
+                raise InputError(f"no rule matches {s!r}", hint="codes look like OA101; a prefix such as OA1 "
+                                 "selects a group; `opaudit rules` lists them")
+            out |= matched
+        return out
+
+    def select(self, select: list[str] | None = None, ignore: list[str] | None = None,
+               extend_select: list[str] | None = None) -> frozenset[str]:
+        """The active codes: ``select`` (default: every rule on by default), plus ``extend_select``,
+        minus ``ignore``."""
+        codes = self.expand(select) if select else {c for c, r in self.rules.items() if r.default}
+        codes |= self.expand(extend_select or [])
+        codes -= self.expand(ignore or [])
+        return frozenset(codes)
+
+
+def version_at_least(version: str, gate: str) -> bool:
+    """``2.10`` >= ``2.9``: numeric on each dotted part (anything after a ``+`` or a letter is ignored)."""
+    if not gate:
+        return True
+    def parts(v: str) -> tuple[int, ...]:
+        return tuple(int(re.match(r"\d*", p).group() or 0) for p in v.split("+")[0].split("."))  # type: ignore[union-attr]
+    return parts(version) >= parts(gate)
+
+
+@cache
+def catalogue() -> Catalogue:
+    raw = load_toml("rules", "catalogue.toml")
+    rules = {}
+    for code, d in raw.items():
+        if not CODE.fullmatch(code):
+            raise ValueError(f"rules/catalogue.toml: {code!r} is not a rule code")
+        if d["fix"] not in FIX_CLASSES:
+            raise ValueError(f"rules/catalogue.toml: {code}: fix must be one of {FIX_CLASSES}")
+        examples = tuple(Example(**e) for e in d.get("examples", ()))
+        tuples = {k: tuple(d.get(k, ())) for k in ("apis", "targets", "modules", "env", "env_prefix", "triggers")}
+        strings = {k: d.get(k, "") for k in ("why", "replace", "replace_neutral", "neutral_min_torch", "suggest",
+                                              "suggest_neutral")}
+        unknown = set(d) - set(tuples) - set(strings) - {"name", "summary", "fix", "heuristic", "default", "examples",
+                                                         "renames", "neutral_dm"}
+        if unknown:
+            raise ValueError(f"rules/catalogue.toml: {code}: unknown keys {sorted(unknown)}")
+        rules[code] = Rule(code=code, name=d["name"], summary=d["summary"], fix=d["fix"],
+                           heuristic=d.get("heuristic", False), default=d.get("default", True), examples=examples,
+                           neutral_dm=d.get("neutral_dm", False),
+                           renames=dict(d.get("renames", {})), **tuples, **strings)  # type: ignore[arg-type]
+    return Catalogue(dict(sorted(rules.items())))
+
+
+def target_names() -> list[str]:
+    return sorted(p.stem for p in (data_dir("rules") / "targets").glob("*.toml"))
+
+
+@cache
+def load_target(name: str) -> Target:
+    """A target of rules/targets/ by name: ascend, cambricon, biren, musa, xpu, mps, rocm, neutral."""
+    key = name.strip().lower()
+    if key not in target_names():
+        import difflib
+
+        close = difflib.get_close_matches(key, target_names(), n=3)
+        raise InputError(f"unknown lint target {name!r}",
+                         hint=("did you mean " + ", ".join(close) + "? " if close else "")
+                         + "targets: " + ", ".join(target_names()))
+    d = dict(load_toml("rules", f"targets/{key}.toml"))
+    api = {}
+    for q, v in d.pop("api", {}).items():
+        api[q] = (v[0], v[1]) if isinstance(v, list) else (v, "")
+    env = {k: (v[0], v[1]) if isinstance(v, list) else (v, "") for k, v in d.pop("env", {}).items()}
+    return Target(api=api, env=env, notes=d.pop("notes", {}), **d)

@@ -1,0 +1,1292 @@
+"""The mechanisms that find CUDA assumptions in one parsed file and build their replacements.
+
+One traversal runs every selected rule (the visitor dispatches on node type and keeps its own parent
+stack, so no metadata pass is needed to find constructs). Module-level APIs are matched by qualified
+name: the file's imports (including ``import torch as t``, ``from torch import cuda`` and
+``from torch.cuda import amp as A``) resolve the root of each dotted chain. Methods such as
+``.cuda()`` are matched by syntax and marked heuristic. What a construct becomes on a target comes
+from the target tables (rules/targets/) and the catalogue (rules/catalogue.toml).
+
+A check reports ``(node, code, message, replacement node or None)``; the engine turns nodes into
+positions, honours ``# noqa``, and applies replacements by node identity.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from typing import Any
+
+import libcst as cst
+
+from opaudit.lint.catalogue import Catalogue, Rule, Target, version_at_least
+
+DEVICE = re.compile(r"cuda(?::(\d+))?")
+DEVICE_KWARGS = {"device", "device_type", "pin_memory_device", "output_device", "map_location", "device_id"}
+# callee -> (index of its positional device argument, the rule that owns a "cuda" there)
+DEVICE_ARGS = {
+    "torch.device": (0, "OA102"),
+    "torch.set_default_device": (0, "OA103"),
+    "torch.Generator": (0, "OA103"),
+    "torch.get_device_module": (0, "OA103"),
+    "torch.load": (1, "OA103"),
+    "torch.autocast": (0, "OA203"),
+    "torch.amp.autocast": (0, "OA203"),
+    "torch.amp.GradScaler": (0, "OA203"),
+    "torch.get_autocast_dtype": (0, "OA203"),
+    "torch.set_autocast_dtype": (0, "OA203"),
+    "torch.is_autocast_enabled": (0, "OA203"),
+    "torch.set_autocast_enabled": (0, "OA203"),
+    "torch.distributed.device_mesh.init_device_mesh": (0, "OA305"),
+    "torch.distributed.init_device_mesh": (0, "OA305"),
+    "torch.distributed.device_mesh.DeviceMesh": (0, "OA305"),
+    "torch.distributed.DeviceMesh": (0, "OA305"),
+}
+TYPE_POSITIONS = {"OA203"}  # positions that take a device *type* (no index)
+DIST_INIT = {"torch.distributed.init_process_group", "torch.distributed.new_group",
+             "torch.distributed.distributed_c10d.init_process_group", "torch.distributed.distributed_c10d.new_group"}
+ENVIRON_CALLS = {"os.environ.get", "os.environ.setdefault", "os.environ.pop", "os.getenv", "os.putenv",
+                 "os.unsetenv", "os.environ.__getitem__"}
+AMP_DEPRECATED = {"torch.cuda.amp.autocast": "torch.amp.autocast", "torch.cuda.amp.GradScaler": "torch.amp.GradScaler",
+                  "torch.cuda.amp.autocast_mode.autocast": "torch.amp.autocast",
+                  "torch.cuda.amp.grad_scaler.GradScaler": "torch.amp.GradScaler"}
+AMP_DECORATORS = {"torch.cuda.amp.custom_fwd": "torch.amp.custom_fwd",
+                  "torch.cuda.amp.custom_bwd": "torch.amp.custom_bwd"}
+GPU_AUTOCAST = {"torch.get_autocast_gpu_dtype": "torch.get_autocast_dtype",
+                "torch.set_autocast_gpu_dtype": "torch.set_autocast_dtype",
+                "torch.is_autocast_enabled": "torch.is_autocast_enabled"}
+SDP_FLAGS = {"enable_flash": "FLASH_ATTENTION", "enable_math": "MATH", "enable_mem_efficient": "EFFICIENT_ATTENTION",
+             "enable_cudnn": "CUDNN_ATTENTION"}
+# replacements whose module must be imported explicitly (others live on an already imported root)
+EXPLICIT_IMPORTS = ("torch.nn.attention", "torch.profiler", "torch.utils.cpp_extension", "torch.autograd.profiler")
+
+
+@dataclass
+class Report:
+    node: cst.CSTNode
+    code: str
+    message: str
+    replacement: cst.CSTNode | None = None  # applied by `fix` (safe, or unsafe with --unsafe-fixes)
+    suggestion: str | None = None  # shown, never applied
+    heuristic: bool = False
+    fix: str | None = None  # overrides the rule's fix class for this finding (a literal outside a device position)
+    statement: cst.CSTNode | None = None  # the innermost statement holding the node (for its position)
+    ancestors: frozenset[int] = frozenset()  # ids of the nodes above it (a fix rebuilds only those)
+
+
+@dataclass
+class Imported:
+    qualname: str  # what the name is bound to: torch, torch.cuda, torch.cuda.amp.autocast
+    module: str  # the import that bound it, for removing it once unused
+    obj: str | None
+    asname: str | None
+
+
+@dataclass
+class Plan:
+    """What a traversal found and what a fix needs besides the replacements."""
+
+    reports: list[Report] = field(default_factory=list)
+    add_imports: set[str] = field(default_factory=set)  # modules to `import`
+    remove_imports: set[tuple[str, str | None, str | None]] = field(default_factory=set)
+
+
+def dotted(node: cst.CSTNode) -> str | None:
+    """``a.b.c`` for a chain of Names and Attributes, else None."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+def expr(code: str) -> cst.BaseExpression:
+    """The expression ``code`` as a new node (parsed once per process; each use gets its own copy)."""
+    return _parsed(code).deep_clone()
+
+
+@lru_cache(maxsize=4096)
+def _parsed(code: str) -> cst.BaseExpression:
+    return cst.parse_expression(code)
+
+
+def string_value(node: cst.CSTNode) -> str | None:
+    """The text of a plain string literal (no f-string, no concatenation), else None."""
+    if isinstance(node, cst.SimpleString):
+        v = node.evaluated_value
+        return v if isinstance(v, str) else None
+    return None
+
+
+def with_value(node: cst.SimpleString, text: str) -> cst.SimpleString:
+    """The same literal (prefix and quotes kept) with another text."""
+    prefix_len = len(node.prefix)
+    quote = node.quote
+    return node.with_changes(value=node.value[:prefix_len] + quote + text + quote)
+
+
+class FileCheck(cst.CSTVisitor):
+    """One traversal of one module, every selected rule."""
+
+    def __init__(self, module: cst.Module, target: Target, catalogue: Catalogue, selected: frozenset[str],
+                 min_torch: str, source: bytes):
+        super().__init__()
+        self.module = module
+        self.target = target
+        self.rules = catalogue.rules
+        self.selected = selected
+        self.min_torch = min_torch
+        self.stack: list[cst.CSTNode] = []
+        self.imports: dict[str, Imported] = {}
+        self.handled: set[int] = set()  # nodes a more specific rule already looked at
+        self.shadows: list[set[str]] = []  # per enclosing function: its parameters and local assignments
+        self.current: cst.CSTNode | None = None  # the node whose handler runs
+        self.plan = Plan()
+        self.defines_cuda_method = b"def cuda(" in source
+        self.api_exact, self.api_prefix = _api_index(catalogue, selected, target.name)
+        self.modules = _module_index(catalogue, selected, target.name)
+        self.env_names, self.env_prefixes = _env_index(catalogue, selected, target.name)
+        self.acc = target.accelerator_expr(min_torch)
+        for stmt in _top_level_statements(module.body):
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, (cst.Import, cst.ImportFrom)):
+                        self._bind(small)
+        self.top_imports = dict(self.imports)  # what module-level imports bind: visible in every function
+        self.guards: list[tuple[Report, cst.CSTNode]] = []  # (an is_available() rewrite, the if it guards)
+
+    # -- traversal ---------------------------------------------------------------------------------
+    def walk(self, node: cst.CSTNode) -> None:
+        """Visit ``node`` and what it contains, in source order, parents first.
+
+        LibCST's own ``visit`` rebuilds every node it passes (about three quarters of a lint's time);
+        this walk only reads the fields that can hold code."""
+        handler = _HANDLERS.get(type(node))
+        if handler is not None:
+            self.current = node
+            handler(self, node)
+        self.stack.append(node)
+        scoped = isinstance(node, (cst.FunctionDef, cst.Lambda))
+        if scoped:
+            self.shadows.append(_local_names(node))  # type: ignore[arg-type]
+        for name in _code_fields(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, cst.CSTNode):
+                self.walk(value)
+            elif isinstance(value, (list, tuple)):
+                for item in value:
+                    if isinstance(item, cst.CSTNode):
+                        self.walk(item)
+        if scoped:
+            self.shadows.pop()
+        self.stack.pop()
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        handler = _HANDLERS.get(type(node))
+        if handler is not None:
+            handler(self, node)
+        self.stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+
+    # LibCST calls these for every field of every node, to find visit_<Node>_<field> methods; there are none
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+    @property
+    def parent(self) -> cst.CSTNode | None:
+        return self.stack[-1] if self.stack else None
+
+    # -- reporting ---------------------------------------------------------------------------------
+    def on(self, code: str) -> bool:
+        return code in self.selected
+
+    def report(self, node: cst.CSTNode, code: str, message: str, replacement: cst.CSTNode | None = None, *,
+               suggestion: str | None = None, heuristic: bool = False, fix: str | None = None) -> None:
+        if code not in self.selected:
+            return
+        note = self.target.note(code)
+        if note:
+            message = f"{message} ({note})"
+        rule = self.rules[code]
+        if rule.fix in ("suggestion", "report") and replacement is not None:
+            suggestion, replacement = suggestion or _code(replacement), None
+        statement = next((n for n in reversed(self.stack) if isinstance(n, (cst.SimpleStatementLine,
+                                                                            cst.BaseCompoundStatement))), None)
+        if node is not None and isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            statement = node
+        # the nodes above it: those of the walk, then those between the node being handled and it
+        above = [*self.stack, *_path(self.current, node)]
+        report = Report(node, code, message, replacement, suggestion, heuristic or rule.heuristic, fix, statement,
+                        frozenset(id(n) for n in above))
+        self.plan.reports.append(report)
+        if code == "OA117" and replacement is not None:
+            guarded = self._guarded_by(node)
+            if guarded is not None:
+                self.guards.append((report, guarded))
+
+    def _guarded_by(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The if / conditional expression whose test holds ``node``, if any."""
+        path = [*self.stack, node]
+        for i in range(len(path) - 2, -1, -1):
+            a = path[i]
+            if isinstance(a, (cst.If, cst.IfExp, cst.While)):
+                return a if path[i + 1] is a.test else None
+            if isinstance(a, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                return None
+        return None
+
+    def finish(self) -> None:
+        """An is_available() probe is not rewritten while the code it guards still calls torch.cuda with
+        nothing to replace it: the target would then take a branch that fails there."""
+        if not self.guards:
+            return
+        cuda_codes = {c for c, r in self.rules.items() if any(a.startswith("torch.cuda.") for a in r.apis)}
+        stuck = {id(r.node) for r in self.plan.reports
+                 if r.replacement is None and r.code in cuda_codes and r.code != "OA117"}
+        for report, guarded in self.guards:
+            body = guarded.body  # type: ignore[attr-defined]
+            if stuck & {id(n) for n in _subtree(body)}:
+                report.suggestion = _code(report.replacement) if report.replacement is not None else None
+                report.replacement = None
+                report.message += " (not rewritten: the code it guards still calls torch.cuda; port that first)"
+
+    def need_import(self, name: str) -> None:
+        """Schedule the import a replacement's dotted name needs."""
+        root = name.split(".")[0]
+        for m in EXPLICIT_IMPORTS:
+            if name.startswith(m + "."):
+                if not any(b.module == m for b in self.top_imports.values()):
+                    self.plan.add_imports.add(m)
+                return
+        bound = self.top_imports.get(root)
+        if bound is not None and bound.qualname == root:
+            return  # the file imports it already
+        # torch's own names live on `torch`; a vendor package imports its submodules itself
+        self.plan.add_imports.add(root)
+
+    # -- imports and names -------------------------------------------------------------------------
+    def _bind(self, node: cst.Import | cst.ImportFrom) -> None:
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = dotted(alias.name) or ""
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    self.imports[alias.asname.name.value] = Imported(full, full, None, alias.asname.name.value)
+                else:
+                    root = full.split(".")[0]
+                    self.imports.setdefault(root, Imported(root, full, None, None))
+            return
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        module = dotted(node.module) or ""
+        for alias in node.names:
+            name = dotted(alias.name) or ""
+            asname = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else None
+            self.imports[asname or name] = Imported(f"{module}.{name}", module, name, asname)
+
+    def qualname(self, node: cst.CSTNode) -> str | None:
+        d = dotted(node)
+        if d is None:
+            return None
+        root, _, rest = d.partition(".")
+        if self.shadows and any(root in names for names in self.shadows):
+            return None  # a parameter or local variable of an enclosing function hides the import
+        bound = self.imports.get(root)
+        if bound is None:
+            return None
+        return bound.qualname + ("." + rest if rest else "")
+
+    def _renamed(self, node: cst.CSTNode, new: str) -> cst.BaseExpression:
+        """``new`` (a dotted name) written the way this file can reach it: through the file's own alias of
+        torch where it has one (``t.npu.synchronize``), else in full with the import scheduled; the import
+        that bound the old name is scheduled for removal once unused."""
+        d = dotted(node) or ""
+        root = d.split(".")[0]
+        bound = self.imports.get(root)
+        if bound is not None and new.startswith(bound.qualname + ".") and (bound.qualname != "torch" or not any(
+                new.startswith(m + ".") for m in EXPLICIT_IMPORTS)):
+            return expr(root + new[len(bound.qualname):])  # through the name the file already has
+        if bound is not None and (bound.obj is not None or bound.qualname.split(".")[0] != "torch"):
+            self.plan.remove_imports.add((bound.module, bound.obj, bound.asname))  # removed only once unused
+        alias = next((name for name, b in self.top_imports.items() if b.qualname == "torch"), None)
+        if alias is not None and new.startswith("torch.") and not any(new.startswith(m + ".")
+                                                                      for m in EXPLICIT_IMPORTS):
+            return expr(alias + new[len("torch"):])  # the file's own `import torch` (as t) reaches it
+        self.need_import(new)
+        return expr(new)
+
+    def device_text(self, index: str | None, *, type_only: bool = False) -> str | None:
+        """The literal text replacing "cuda" / "cuda:N" on a vendor target."""
+        dev = self.target.device
+        if not dev:
+            return None
+        if index is None or type_only:
+            return dev
+        return f"{dev}:{index}"
+
+    def device_expr(self, index: str | None, *, type_only: bool = False) -> str | None:
+        """The neutral expression replacing "cuda" / "cuda:N" (None below torch.accelerator's version)."""
+        if self.acc is None:
+            return None
+        if type_only:
+            return f"{self.acc}.type"
+        return self.acc if index is None else f"torch.device({self.acc}.type, {index})"
+
+
+_SKIPPED_FIELDS = ("whitespace", "lpar", "rpar", "comma", "semicolon", "equal", "colon", "dot", "leading_lines",
+                   "lines_after_decorators", "header", "footer", "operator", "star", "asynchronous", "arrow",
+                   "lbracket", "rbracket", "lbrace", "rbrace", "newline", "indent")
+
+
+@cache
+def _code_fields(node_type: type) -> tuple[str, ...]:
+    """The fields of a node type that can hold code (not whitespace, comments or punctuation)."""
+    import dataclasses
+
+    return tuple(f.name for f in dataclasses.fields(node_type)
+                 if not any(f.name == s or f.name.startswith(s) or f.name.endswith("whitespace")
+                            for s in _SKIPPED_FIELDS))
+
+
+def _path(top: cst.CSTNode | None, node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes from ``top`` down to ``node``'s parent (empty when ``node`` is ``top`` or not under it)."""
+    if top is None or top is node:
+        return []
+    for name in _code_fields(type(top)):
+        value = getattr(top, name)
+        children = [value] if isinstance(value, cst.CSTNode) else \
+            [v for v in value if isinstance(v, cst.CSTNode)] if isinstance(value, (list, tuple)) else []
+        for child in children:
+            if child is node:
+                return [top]
+            below = _path(child, node)
+            if below:
+                return [top, *below]
+    return []
+
+
+def _local_names(node: cst.FunctionDef | cst.Lambda) -> set[str]:
+    """The parameters of a function, and the names its own body assigns at its top level (not imports)."""
+    params = node.params
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.add(star.name.value)
+    if isinstance(node, cst.FunctionDef) and isinstance(node.body, cst.IndentedBlock):
+        for stmt in node.body.body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else \
+                        [small.target] if isinstance(small, (cst.AnnAssign, cst.AugAssign)) else []
+                    names.update(t.value for t in targets if isinstance(t, cst.Name))
+    return names
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def _top_level_statements(body: Any) -> Any:
+    """Module-level statements, looking into if/try/with blocks (guarded imports), not into defs."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (cst.If, cst.Try, cst.With)):
+            yield from _top_level_statements(stmt.body.body)
+            for extra in (getattr(stmt, "orelse", None), getattr(stmt, "finalbody", None)):
+                if extra is not None and hasattr(extra, "body"):
+                    inner = extra.body
+                    yield from _top_level_statements(inner.body if hasattr(inner, "body") else [inner])
+            for handler in getattr(stmt, "handlers", ()):
+                yield from _top_level_statements(handler.body.body)
+
+
+# -- indexes of the catalogue, per selection ---------------------------------------------------------
+_INDEX_CACHE: dict[tuple, Any] = {}
+
+
+def _rules_for(catalogue: Catalogue, selected: frozenset[str], target: str) -> list[Rule]:
+    return [r for c, r in catalogue.rules.items() if c in selected and (not r.targets or target in r.targets)]
+
+
+def _api_index(catalogue: Catalogue, selected: frozenset[str], target: str) -> tuple[dict[str, str], dict[str, str]]:
+    key = ("api", selected, target)
+    if key not in _INDEX_CACHE:
+        exact: dict[str, str] = {}
+        prefix: dict[str, str] = {}
+        for r in _rules_for(catalogue, selected, target):
+            for a in r.apis:
+                if a.endswith(".*"):
+                    prefix[a[:-2]] = r.code
+                else:
+                    exact[a] = r.code
+        _INDEX_CACHE[key] = (exact, prefix)
+    return _INDEX_CACHE[key]
+
+
+def _module_index(catalogue: Catalogue, selected: frozenset[str], target: str) -> dict[str, str]:
+    key = ("modules", selected, target)
+    if key not in _INDEX_CACHE:
+        _INDEX_CACHE[key] = {m: r.code for r in _rules_for(catalogue, selected, target) for m in r.modules}
+    return _INDEX_CACHE[key]
+
+
+def _env_index(catalogue: Catalogue, selected: frozenset[str], target: str) -> tuple[dict[str, str], dict[str, str]]:
+    key = ("env", selected, target)
+    if key not in _INDEX_CACHE:
+        names = {n: r.code for r in _rules_for(catalogue, selected, target) for n in r.env}
+        prefixes = {p: r.code for r in _rules_for(catalogue, selected, target) for p in r.env_prefix}
+        _INDEX_CACHE[key] = (names, prefixes)
+    return _INDEX_CACHE[key]
+
+
+def lookup(exact: dict[str, str], prefix: dict[str, str], qualname: str) -> str | None:
+    """The rule of the longest API that is ``qualname`` or contains it (``torch.cuda.Stream`` owns
+    ``torch.cuda.Stream.priority_range``); ``x.*`` entries own what is under x but not x."""
+    if qualname in exact:
+        return exact[qualname]
+    parts = qualname.split(".")
+    for n in range(len(parts) - 1, 0, -1):
+        head = ".".join(parts[:n])
+        code = exact.get(head) or prefix.get(head)
+        if code:
+            return code
+    return None
+
+
+# -- handlers ----------------------------------------------------------------------------------------
+def _visit_import(c: FileCheck, node: cst.Import | cst.ImportFrom) -> None:
+    c._bind(node)
+    names: list[str] = []
+    if isinstance(node, cst.Import):
+        names = [dotted(a.name) or "" for a in node.names]
+    elif not node.relative and node.module is not None:
+        module = dotted(node.module) or ""
+        if isinstance(node.names, cst.ImportStar):
+            if module.startswith("torch.cuda") and c.on("OA418"):
+                c.report(node, "OA418", f"`from {module} import *` hides which CUDA APIs the file uses")
+            names = [module]
+        else:
+            names = [f"{module}.{dotted(a.name)}" for a in node.names] + [module]
+    for name in names:
+        parts = name.split(".")
+        code = next((c.modules[".".join(parts[:n])] for n in range(len(parts), 0, -1)
+                     if ".".join(parts[:n]) in c.modules), None)
+        if code is not None:
+            rule = c.rules[code]
+            c.report(node, code, f"{rule.summary}: `{name}`")
+            return
+    if isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None and \
+            not isinstance(node.names, cst.ImportStar):
+        # `from torch.utils.cpp_extension import CUDA_HOME` and friends: the imported object is an API
+        module = dotted(node.module) or ""
+        for a in node.names:
+            q = f"{module}.{dotted(a.name)}"
+            code = lookup(c.api_exact, c.api_prefix, q)
+            if code in ("OA507", "OA801", "OA306", "OA410", "OA416") and c.on(code):
+                c.report(a, code, f"{c.rules[code].summary}: `{q}`")
+
+
+def _is_maximal_chain(c: FileCheck, node: cst.CSTNode) -> bool:
+    parent = c.parent
+    if isinstance(parent, cst.Attribute):
+        return False  # the enclosing chain (or, for `.attr`, the chain this name ends) is the one to check
+    if isinstance(parent, (cst.ImportAlias, cst.AsName, cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportFrom)):
+        return False
+    if isinstance(parent, cst.Arg) and parent.keyword is node:
+        return False
+    return True
+
+
+def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
+    if isinstance(c.parent, cst.Decorator) and id(node) not in c.handled:
+        q = c.qualname(node)
+        if q in AMP_DECORATORS:
+            c.handled.add(id(node))
+            _custom_fwd(c, node, q, [])
+            return
+    if id(node) in c.handled or not _is_maximal_chain(c, node):
+        if isinstance(node, cst.Attribute) and id(node) not in c.handled:
+            _visit_attribute_syntax(c, node)
+        return
+    if isinstance(node, cst.Attribute):
+        _visit_attribute_syntax(c, node)
+    q = c.qualname(node)
+    if q is None:
+        return
+    if q == "torch.cuda" and c.on("OA418") and isinstance(c.parent, (cst.Assign, cst.AnnAssign)):
+        c.report(node, "OA418", "an alias of torch.cuda hides which CUDA APIs the file uses")
+        return
+    code = lookup(c.api_exact, c.api_prefix, q)
+    if code is None:
+        return
+    if code == "OA302" and isinstance(c.parent, (cst.Comparison, cst.ComparisonTarget)):
+        c.report(node, "OA304", f"{c.rules['OA304'].summary}: `{q}`")  # what the comparison guards is a judgement
+        return
+    rule = c.rules[code]
+    canonical = rule.renames.get(q, q)
+    # a rename out of CUDA's namespace is the replacement on every target; one within it is then mapped
+    new = canonical if canonical != q and not canonical.startswith("torch.cuda.") else _api_target(c, rule, canonical)
+    message = f"{rule.summary}: `{q}`"
+    if new:
+        message += f" -> `{new}`"
+        call = c.parent
+        if new.endswith(")") and isinstance(call, cst.Call) and call.func is node and not call.args:
+            c.need_import("torch")  # the replacement is a whole call (is_backend_available(...))
+            c.report(call, code, message, expr(new))
+        elif new.endswith(")"):
+            c.report(node, code, message, suggestion=new)
+        elif rule.fix in ("safe", "unsafe"):
+            c.report(node, code, message, c._renamed(node, new))
+        else:
+            c.report(node, code, message, suggestion=new)
+        return
+    suggestion = _suggestion(c, rule)
+    if rule.fix in ("safe", "unsafe") and c.target.keeps_cuda:
+        return  # ROCm: torch.cuda is HIP; nothing to change
+    if rule.fix in ("safe", "unsafe"):
+        message += f" (no equivalent on {c.target.name})" if not c.target.neutral else \
+            f" (no neutral equivalent for torch >= {c.min_torch})"
+    c.report(node, code, message, suggestion=suggestion)
+
+
+def _api_target(c: FileCheck, rule: Rule, qualname: str) -> str | None:
+    t = c.target
+    if t.neutral and rule.replace_neutral:
+        if not version_at_least(c.min_torch, rule.neutral_min_torch or t.accelerator_min_torch) or c.acc is None:
+            return None
+        return rule.replace_neutral.format(acc=c.acc)
+    if not t.neutral and rule.replace:
+        fields = {"module": t.module, "device": t.device, "dist_const": t.dist_const,
+                  "dist_available": t.dist_available, "package": t.package, "dist_backend": t.dist_backend}
+        used = re.findall(r"{(\w+)}", rule.replace)
+        if t.keeps_cuda or any(not fields.get(u) for u in used):
+            return None
+        return rule.replace.format(**fields)
+    if rule.fix not in ("safe", "unsafe") and qualname not in t.api:
+        return None
+    return t.api_replacement(qualname, c.min_torch, device_module=rule.neutral_dm)
+
+
+def _suggestion(c: FileCheck, rule: Rule) -> str | None:
+    t = c.target
+    if t.neutral:
+        return rule.suggest_neutral.format(acc=c.acc or "torch.accelerator.current_accelerator()") \
+            if rule.suggest_neutral else None
+    if rule.suggest and t.module:
+        return rule.suggest.format(module=t.module, device=t.device, package=t.package)
+    return None
+
+
+def _visit_attribute_syntax(c: FileCheck, node: cst.Attribute) -> None:
+    """Attributes matched by name whatever the receiver: `.is_cuda`, `.cuda_stream`."""
+    attr = node.attr.value
+    if attr == "is_cuda" and c.on("OA108") and not c.target.keeps_cuda:
+        if c.qualname(node.value) is not None:
+            return  # a module attribute, not a tensor's
+        if isinstance(c.parent, (cst.AssignTarget,)):
+            return
+        new: cst.BaseExpression | None = None
+        if c.target.is_attr:
+            new = node.with_changes(attr=cst.Name(c.target.is_attr))
+        elif c.acc is not None:
+            new = cst.parse_expression(f"(x.device.type == {c.acc}.type)")
+            new = new.with_changes(left=new.left.with_changes(value=new.left.value.with_changes(value=node.value)))  # type: ignore[attr-defined]
+        c.report(node, "OA108", "`.is_cuda` asks whether a tensor is on a CUDA device", new, heuristic=True)
+    elif attr == "cuda_stream" and c.on("OA410"):
+        c.report(node, "OA410", "`.cuda_stream` is a raw CUDA stream handle", heuristic=True)
+
+
+def _visit_call(c: FileCheck, node: cst.Call) -> None:
+    func = node.func
+    q = c.qualname(func)
+    if q is not None:
+        _call_by_name(c, node, q)
+    if isinstance(func, cst.Attribute):
+        _call_by_method(c, node, func)
+    _device_kwargs(c, node, q)
+
+
+def _arg(node: cst.Call, index: int, keyword: str | None = None) -> cst.Arg | None:
+    positional = [a for a in node.args if a.keyword is None and not a.star]
+    if keyword is not None:
+        for a in node.args:
+            if a.keyword is not None and a.keyword.value == keyword:
+                return a
+    return positional[index] if index < len(positional) else None
+
+
+def _call_by_name(c: FileCheck, node: cst.Call, q: str) -> None:
+    t = c.target
+    if q == "torch.device" and node.args and isinstance(node.args[0].value, cst.Integer) and \
+            node.args[0].keyword is None:
+        c.report(node, "OA107", c.rules["OA107"].summary)
+    if q == "torch.load" and c.on("OA112") and _arg(node, 1, "map_location") is None:
+        c.report(node, "OA112", c.rules["OA112"].summary, suggestion=_code(node.with_changes(
+            args=[*node.args[:-1], node.args[-1].with_changes(comma=_comma()),
+                  cst.Arg(cst.SimpleString('"cpu"'), keyword=cst.Name("map_location"),
+                          equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                                whitespace_after=cst.SimpleWhitespace("")))])) if node.args else None)
+    if q in DEVICE_ARGS:
+        index, code = DEVICE_ARGS[q]
+        keyword = {"torch.device": "type", "torch.load": "map_location", "torch.Generator": "device"}.get(q)
+        if q in ("torch.autocast", "torch.amp.autocast", "torch.amp.GradScaler"):
+            keyword = "device_type" if q != "torch.amp.GradScaler" else "device"
+        a = _arg(node, index, keyword)
+        if a is not None:
+            type_only = code in TYPE_POSITIONS or code == "OA305"
+            if q == "torch.device":
+                positional = [x for x in node.args if x.keyword is None]
+                type_only = len(positional) > 1 or any(x.keyword is not None and x.keyword.value in ("index", "type")
+                                                       for x in node.args)
+                if c.target.neutral and not type_only:
+                    m = DEVICE.fullmatch(string_value(a.value) or "")
+                    if m is not None and m.group(1) is not None and c.acc is not None:
+                        # torch.device("cuda:1") -> torch.device(ACC.type, 1), not a device inside a device
+                        c.handled.add(id(a.value))
+                        c.report(node, code, f"{c.rules[code].summary}: '{m.group(0)}'",
+                                 expr(f"{_code(node.func)}({c.acc}.type, {m.group(1)})"))
+                        return
+                    type_only = True
+            _device_string(c, a.value, code, type_only=type_only, call=node)
+    if q in AMP_DEPRECATED and c.on({"torch.amp.autocast": "OA201"}.get(AMP_DEPRECATED[q], "OA202")):
+        code = "OA201" if AMP_DEPRECATED[q] == "torch.amp.autocast" else "OA202"
+        c.handled.add(id(node.func))
+        dev = _device_arg_text(c, type_only=True)
+        new = None
+        if dev is not None:
+            func = c._renamed(node.func, AMP_DEPRECATED[q])
+            args = list(node.args)
+            if code == "OA201":  # torch.cuda.amp.autocast(enabled, dtype, cache_enabled): its own positional order
+                names = iter(("enabled", "dtype", "cache_enabled"))
+                args = [a.with_changes(keyword=cst.Name(next(names)), equal=_equal()) if a.keyword is None
+                        and not a.star else a for a in args]
+            new = node.with_changes(func=func, args=[cst.Arg(expr(dev), comma=_comma()), *args])
+            if not node.args:
+                new = node.with_changes(func=func, args=[cst.Arg(expr(dev))])
+        c.report(node, code, f"{c.rules[code].summary}: `{q}`", new)
+        return
+    if q in AMP_DECORATORS:
+        c.handled.add(id(node.func))
+        _custom_fwd(c, node, q, node.args)
+        return
+    if q in GPU_AUTOCAST and c.on("OA205"):
+        positional = [a for a in node.args if a.keyword is None]
+        if q == "torch.is_autocast_enabled" and positional:
+            return  # already names its device type
+        c.handled.add(id(node.func))
+        dev = _device_arg_text(c, type_only=True)
+        new = None
+        if dev is not None:
+            alt = t.api.get(q, ("", ""))[0] if not t.neutral else ""
+            if alt:
+                new = node.with_changes(func=c._renamed(node.func, alt))
+            else:
+                args = [cst.Arg(expr(dev), comma=_comma() if node.args else cst.MaybeSentinel.DEFAULT), *node.args]
+                new = node.with_changes(func=c._renamed(node.func, GPU_AUTOCAST[q]), args=args)
+        c.report(node, "OA205", f"{c.rules['OA205'].summary}: `{q}`", new)
+        return
+    if q == "torch.backends.cuda.sdp_kernel" and c.on("OA607"):
+        c.handled.add(id(node.func))
+        c.report(node, "OA607", f"{c.rules['OA607'].summary}: `{q}`", _sdpa_kernel(c, node))
+        return
+    if q in DIST_INIT:
+        a = _arg(node, 0, "backend")
+        if a is not None:
+            _backend_string(c, node, a)
+        return
+    if q == "torch.distributed.barrier" and c.on("OA307") and _arg(node, 99, "device_ids") is not None:
+        c.report(node, "OA307", c.rules["OA307"].summary)
+    if q in ("torch.compile",) and (c.on("OA609") or c.on("OA610")):
+        mode = _arg(node, 99, "mode")
+        backend = _arg(node, 99, "backend")
+        options = _arg(node, 99, "options")
+        graphs = (mode is not None and string_value(mode.value) in ("reduce-overhead", "max-autotune")) or \
+            (backend is not None and string_value(backend.value) == "cudagraphs") or \
+            (options is not None and isinstance(options.value, cst.Dict) and any(
+                isinstance(e, cst.DictElement) and string_value(e.key) == "triton.cudagraphs" and
+                isinstance(e.value, cst.Name) and e.value.value == "True" for e in options.value.elements))
+        if graphs:
+            c.report(node, "OA609", c.rules["OA609"].summary)
+        if backend is None or string_value(backend.value) == "inductor":
+            c.report(node, "OA610", c.rules["OA610"].summary)
+    if q in ("torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline") and c.on("OA802"):
+        if any(a.keyword is not None and a.keyword.value in ("extra_cuda_cflags", "cuda_sources") for a in node.args) \
+                or ".cu'" in _code(node) or '.cu"' in _code(node):
+            c.report(node, "OA802", c.rules["OA802"].summary)
+    if q in ("torch.library.impl", "torch.library.register_kernel", "torch.library.Library.impl"):
+        _dispatch_key(c, node, heuristic=False)
+    if q in ENVIRON_CALLS:
+        a = _arg(node, 0)
+        if a is not None:
+            _env_string(c, a.value)
+    if q == "os.environ.update":
+        for a in node.args:
+            if a.keyword is not None:
+                _env_name(c, a.keyword, a.keyword.value, keyword=True)
+            elif isinstance(a.value, cst.Dict):
+                _env_dict(c, a.value)
+    if c.on("OA207") and q.startswith("torch.optim.") and any(
+            a.keyword is not None and a.keyword.value in ("fused", "capturable") and
+            isinstance(a.value, cst.Name) and a.value.value == "True" for a in node.args):
+        c.report(node, "OA207", c.rules["OA207"].summary)
+    if c.on("OA417") and q == "torch.utils.data.DataLoader":
+        pass  # pin_memory_device="cuda" is a device keyword, handled with the others
+
+
+def _custom_fwd(c: FileCheck, node: cst.CSTNode, q: str, args: Any) -> None:
+    """@torch.cuda.amp.custom_fwd(...) -> @torch.amp.custom_fwd(device_type=..., ...); bare decorators too."""
+    dev = _device_arg_text(c, type_only=True)
+    new: cst.CSTNode | None = None
+    if dev is not None:
+        func = node.func if isinstance(node, cst.Call) else node
+        kw = cst.Arg(expr(dev), keyword=cst.Name("device_type"), equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+        args = list(args)
+        new_args = [kw.with_changes(comma=_comma()), *args] if args else [kw]
+        new = cst.Call(func=c._renamed(func, AMP_DECORATORS[q]), args=new_args)
+    c.report(node, "OA204", f"{c.rules['OA204'].summary}: `{q}`", new)
+
+
+def _equal() -> cst.AssignEqual:
+    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
+def _comma() -> cst.Comma:
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+
+
+def _device_arg_text(c: FileCheck, *, type_only: bool) -> str | None:
+    """The expression (as code) a device-type argument takes on the target: '"npu"' or the neutral form."""
+    if c.target.neutral:
+        return c.device_expr(None, type_only=type_only)
+    text = c.device_text(None, type_only=type_only)
+    return None if text is None else repr(text).replace("'", '"')
+
+
+def _sdpa_kernel(c: FileCheck, node: cst.Call) -> cst.BaseExpression | None:
+    if not version_at_least(c.min_torch, "2.3"):
+        return None
+    flags = {k: True for k in SDP_FLAGS}
+    for a in node.args:
+        if a.keyword is None or a.keyword.value not in SDP_FLAGS or not isinstance(a.value, cst.Name) \
+                or a.value.value not in ("True", "False"):
+            return None  # only literal flags can be translated
+        flags[a.keyword.value] = a.value.value == "True"
+    # every flag defaults to True, enable_cudnn included: a backend is allowed unless turned off
+    backends = [f"torch.nn.attention.SDPBackend.{SDP_FLAGS[k]}" for k, on in flags.items() if on]
+    func = c._renamed(node.func, "torch.nn.attention.sdpa_kernel")
+    return expr(f"{_code(func)}([{', '.join(backends)}])")
+
+
+def _backend_string(c: FileCheck, call: cst.Call, arg: cst.Arg) -> None:
+    """The backend argument of init_process_group / new_group: a string, or strings inside a conditional
+    (``"nccl" if cuda else "gloo"``) or a default (``args.backend or "nccl"``)."""
+    value = arg.value
+    t = c.target
+    leaves = [v for v in _string_leaves(value) if _names_nccl(string_value(v) or "")]
+    if not leaves:
+        return
+    for v in leaves:
+        c.handled.add(id(v))
+    if t.keeps_cuda:
+        return
+    summary = c.rules["OA301"].summary
+    if t.neutral and leaves == [value]:
+        positional = [a for a in call.args if a.keyword is None]
+        if arg.keyword is not None or positional == [arg]:
+            c.report(call, "OA301", f"{summary}: '{string_value(value)}'", _without_arg(call, arg))
+            return
+    for v in leaves:
+        text = string_value(v) or ""
+        new: cst.CSTNode | None = None
+        if t.neutral:
+            if c.acc is not None and version_at_least(c.min_torch, "2.6"):
+                new = expr(f"torch.distributed.get_default_backend_for_device({c.acc})")
+                c.need_import("torch.distributed")
+        elif t.dist_backend and t.device and isinstance(v, cst.SimpleString):
+            out = []
+            for p in (x.strip() for x in text.split(",")):
+                if ":" in p:
+                    dev, _, be = p.partition(":")
+                    out.append(f"{t.device if dev == 'cuda' else dev}:{t.dist_backend if be == 'nccl' else be}")
+                else:
+                    out.append(t.dist_backend if p == "nccl" else p)
+            new = with_value(v, ",".join(out))
+        c.report(v, "OA301", f"{summary}: '{text}'", new)
+
+
+def _names_nccl(text: str) -> bool:
+    return any(p.strip().split(":")[-1] == "nccl" for p in text.split(","))
+
+
+def _string_leaves(value: cst.CSTNode) -> list[cst.CSTNode]:
+    """The plain strings a value can take: itself, the branches of a conditional, the operands of or/and."""
+    if isinstance(value, cst.SimpleString):
+        return [value]
+    if isinstance(value, cst.IfExp):
+        return _string_leaves(value.body) + _string_leaves(value.orelse)
+    if isinstance(value, cst.BooleanOperation):
+        return _string_leaves(value.left) + _string_leaves(value.right)
+    return []
+
+
+def _without_arg(call: cst.Call, arg: cst.Arg) -> cst.Call:
+    """``call`` without ``arg``; the other arguments keep their commas and comments, and a trailing comma
+    left on one line is dropped."""
+    args = list(call.args)
+    i = args.index(arg)
+    del args[i]
+    if args and i == len(args):  # the last argument went: the new last one keeps its comma only across lines
+        last = args[-1]
+        comma = last.comma
+        if isinstance(comma, cst.Comma) and not isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace):
+            args[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return call.with_changes(args=args)
+
+
+def _call_by_method(c: FileCheck, node: cst.Call, func: cst.Attribute) -> None:
+    name = func.attr.value
+    t = c.target
+    if name == "cuda" and c.on("OA101") and not t.keeps_cuda:
+        if c.qualname(func.value) is not None and (c.qualname(func.value) or "").startswith("torch"):
+            return  # torch.cuda() is no tensor method
+        c.handled.add(id(func))
+        new: cst.CSTNode | None = None
+        if c.defines_cuda_method:
+            c.report(node, "OA101", "`.cuda()` moves a tensor or module to a CUDA device (a class in this file "
+                     "defines its own cuda(): check which one this is)", heuristic=True)
+            return
+        if t.method:
+            new = node.with_changes(func=func.with_changes(attr=cst.Name(t.method)))
+        else:
+            positional = [a for a in node.args if a.keyword is None]
+            keywords = [a for a in node.args if a.keyword is not None and a.keyword.value != "device"]
+            dev_kw = next((a for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
+            index = positional[0].value if positional else (dev_kw.value if dev_kw else None)
+            if t.neutral:
+                if c.acc is not None:
+                    target = c.acc if index is None else f"torch.device({c.acc}.type, {_code(index)})"
+                    new = node.with_changes(func=func.with_changes(attr=cst.Name("to")),
+                                            args=_with_first(expr(target), keywords))
+            elif t.device:
+                new = node.with_changes(func=func.with_changes(attr=cst.Name("to")),
+                                        args=_with_first(cst.SimpleString(f'"{t.device}"'), keywords))
+        c.report(node, "OA101", "`.cuda()` moves a tensor or module to a CUDA device", new, heuristic=True)
+    elif name == "to" and c.qualname(func.value) is None:
+        a = _arg(node, 0, "device")
+        if a is not None and isinstance(a.value, cst.Call) and c.qualname(a.value.func) == "torch.cuda.current_device":
+            c.report(a, "OA107", c.rules["OA107"].summary)
+        if a is not None:
+            _device_string(c, a.value, "OA103", call=node)
+    elif name in ("pin_memory", "is_pinned") and c.on("OA417"):
+        a = _arg(node, 0, "device")
+        if a is not None and string_value(a.value) is not None and DEVICE.fullmatch(string_value(a.value) or ""):
+            c.handled.add(id(a.value))
+            args = [x for x in node.args if x is not a]
+            c.report(node, "OA417", f"`.{name}(\"cuda\")`: the device argument is deprecated",
+                     suggestion=_code(node.with_changes(args=args)))
+    elif name == "format" and isinstance(func.value, cst.SimpleString):
+        pass  # "cuda:{}".format(r): looked at with the other dynamic device strings
+    elif name == "startswith" and c.on("OA105"):
+        a = _arg(node, 0)
+        if a is not None and string_value(a.value) in ("cuda", "cuda:"):
+            c.handled.add(id(a.value))
+            _compare_suggestion(c, a.value)
+    elif name == "add_argument" and c.on("OA505"):
+        if any(string_value(a.value) in ("--local_rank", "--local-rank") for a in node.args):
+            c.report(node, "OA505", c.rules["OA505"].summary, suggestion='int(os.environ["LOCAL_RANK"])')
+    elif name in ("impl", "register_kernel"):
+        _dispatch_key(c, node, heuristic=True)
+
+
+def _dispatch_key(c: FileCheck, node: cst.Call, *, heuristic: bool) -> None:
+    """A kernel registered for the CUDA dispatch key: which key the target needs is a judgement."""
+    keys = [a.value for a in node.args if string_value(a.value) in ("CUDA", "cuda")]
+    for k in keys:
+        c.handled.add(id(k))
+    if keys:
+        c.report(node, "OA803", c.rules["OA803"].summary, heuristic=heuristic)
+
+
+def _with_first(first: cst.BaseExpression, rest: list[cst.Arg]) -> list[cst.Arg]:
+    if not rest:
+        return [cst.Arg(first)]
+    rest = [*rest]
+    rest[-1] = rest[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return [cst.Arg(first, comma=_comma()), *rest]
+
+
+def _device_kwargs(c: FileCheck, node: cst.Call, q: str | None) -> None:
+    for a in node.args:
+        if a.keyword is None:
+            continue
+        k = a.keyword.value
+        if k in DEVICE_KWARGS:
+            if isinstance(a.value, cst.Call) and c.qualname(a.value.func) == "torch.cuda.current_device":
+                c.report(a, "OA107", c.rules["OA107"].summary)
+            if k == "map_location" and isinstance(a.value, (cst.Dict, cst.Lambda)):
+                _map_location(c, a.value)
+                continue
+            if k == "pin_memory_device" and c.target.neutral and DEVICE.fullmatch(string_value(a.value) or ""):
+                # pinning follows the current accelerator; the argument (a string) is deprecated
+                c.handled.add(id(a.value))
+                c.report(node, "OA417", f"{c.rules['OA417'].summary}: pin_memory_device=", _without_arg(node, a))
+                continue
+            code = "OA203" if (q or "").startswith(("torch.autocast", "torch.amp.", "torch.random.fork_rng")) else \
+                "OA417" if k == "pin_memory_device" else "OA305" if q in DEVICE_ARGS and \
+                DEVICE_ARGS[q][1] == "OA305" else "OA103"
+            _device_string(c, a.value, code, type_only=k == "device_type" or code == "OA305",
+                           string_only=k == "pin_memory_device")
+        elif k == "device_types":  # torch.library.custom_op(..., device_types="cuda"): a kernel for CUDA only
+            keys = [v for v in _string_leaves(a.value) + [e.value for e in getattr(a.value, "elements", ())]
+                    if string_value(v) in ("cuda", "CUDA")]
+            for v in keys:
+                c.handled.add(id(v))
+            if keys:
+                c.report(node, "OA803", c.rules["OA803"].summary)
+        elif k == "device_ids" and isinstance(a.value, (cst.List, cst.Tuple)):
+            for el in a.value.elements:
+                _device_string(c, el.value, "OA305")
+        elif k == "env" and isinstance(a.value, cst.Dict):
+            _env_dict(c, a.value)
+        elif k == "use_cuda" and c.on("OA414"):
+            c.report(a, "OA414", "`use_cuda=` asks the profiler for CUDA activity",
+                     suggestion=f'use_device="{c.target.device}"' if c.target.device else None)
+        elif k == "sort_by" and c.on("OA414") and (string_value(a.value) or "").startswith("cuda"):
+            c.report(a.value, "OA414", "profiler sort key names CUDA time")
+
+
+def _map_location(c: FileCheck, value: cst.Dict | cst.Lambda) -> None:
+    """map_location dicts: the keys name where a checkpoint was saved; only values are device positions."""
+    if isinstance(value, cst.Dict):
+        for el in value.elements:
+            if isinstance(el, cst.DictElement):
+                c.handled.add(id(el.key))
+                _device_string(c, el.value, "OA111", string_only=True)  # torch.load wants strings here
+    elif c.on("OA111"):
+        c.report(value, "OA111", "a map_location function that moves storages to CUDA")
+
+
+def _device_string(c: FileCheck, value: cst.BaseExpression, code: str, *, type_only: bool = False,
+                   string_only: bool = False, call: cst.Call | None = None) -> None:
+    """A device position holding "cuda", "cuda:N", a device string built at run time, or such strings in
+    the branches of a conditional (``"cuda" if use_cuda else "cpu"``) or of ``or``.
+
+    ``type_only``: the position takes a device type (no index); ``string_only``: it takes a string (the
+    neutral form is then built from ``ACC.type``, not a torch.device)."""
+    if id(value) in c.handled:
+        return
+    t = c.target
+    s = string_value(value)
+    if s is not None:
+        m = DEVICE.fullmatch(s)
+        if not m:
+            return
+        c.handled.add(id(value))
+        if t.keeps_cuda:
+            return
+        new: cst.CSTNode | None = None
+        index = m.group(1)
+        if t.neutral:
+            if c.acc is not None and (string_only or type_only):
+                new = expr(f"{c.acc}.type") if index is None or type_only else \
+                    _fstring(value, [cst.FormattedStringExpression(expr(f"{c.acc}.type")),
+                                     cst.FormattedStringText(f":{index}")])
+            elif c.acc is not None:
+                new = expr(c.device_expr(index) or "")
+        else:
+            text = c.device_text(index, type_only=type_only)
+            new = with_value(value, text) if text and isinstance(value, cst.SimpleString) else None
+        c.report(value, code, f"{c.rules[code].summary}: '{s}'", new)
+        return
+    if isinstance(value, cst.IfExp):
+        if _availability_idiom(c, value) is None:
+            _device_string(c, value.body, code, type_only=type_only, string_only=string_only)
+            _device_string(c, value.orelse, code, type_only=type_only, string_only=string_only)
+        return  # else the availability idiom (OA106) is looked at on its own
+    if isinstance(value, cst.BooleanOperation):
+        _device_string(c, value.left, code, type_only=type_only, string_only=string_only)
+        _device_string(c, value.right, code, type_only=type_only, string_only=string_only)
+        return
+    _dynamic_device(c, value, safe=True, code=code if code == "OA111" else "OA104")
+
+
+def _fstring(like: cst.CSTNode, parts: list) -> cst.FormattedString:
+    """An f-string with the quotes of ``like`` (a string literal)."""
+    quote = like.quote if isinstance(like, cst.SimpleString) else '"'
+    return cst.FormattedString(parts=parts, start="f" + quote, end=quote)
+
+
+DYNAMIC_MODULO = re.compile(r"cuda:%[dis]")
+DYNAMIC_FORMAT = re.compile(r"cuda:\{\w*\}")
+
+
+def _dynamic_text(value: cst.CSTNode) -> tuple[cst.CSTNode, str] | None:
+    """The literal part of a device string built at run time, and its text. Only the exact forms count:
+    f"cuda:{i}", "cuda:" + s, "cuda:%d" % i, "cuda:{}".format(i); f"cuda:{rank} ready" is log text."""
+    if isinstance(value, cst.FormattedString) and len(value.parts) == 2 and \
+            isinstance(value.parts[0], cst.FormattedStringText) and value.parts[0].value == "cuda:" and \
+            isinstance(value.parts[1], cst.FormattedStringExpression):
+        return value.parts[0], "cuda:"
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.left, cst.SimpleString):
+        s = string_value(value.left) or ""
+        if (isinstance(value.operator, cst.Add) and s == "cuda:") or \
+                (isinstance(value.operator, cst.Modulo) and DYNAMIC_MODULO.fullmatch(s)):
+            return value.left, s
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "format" \
+            and isinstance(value.func.value, cst.SimpleString):
+        s = string_value(value.func.value) or ""
+        if DYNAMIC_FORMAT.fullmatch(s):
+            return value.func.value, s
+    return None
+
+
+def _dynamic_device(c: FileCheck, value: cst.CSTNode, *, safe: bool, code: str = "OA104") -> None:
+    found = _dynamic_text(value)
+    if found is None or not c.on(code):
+        return
+    part, text = found
+    c.handled.add(id(value))
+    c.handled.add(id(part))
+    t = c.target
+    if t.keeps_cuda:
+        return
+    new: cst.CSTNode | None = None
+    rest = text[len("cuda"):]
+    if t.device:
+        if isinstance(part, cst.FormattedStringText):
+            new = part.with_changes(value=t.device + rest)
+        elif isinstance(part, cst.SimpleString):
+            new = with_value(part, t.device + rest)
+    elif t.neutral and c.acc is not None:
+        acc_type = expr(f"{c.acc}.type")
+        if isinstance(part, cst.FormattedStringText) and isinstance(value, cst.FormattedString):
+            new = value.with_changes(parts=[cst.FormattedStringExpression(acc_type),
+                                            part.with_changes(value=rest), *value.parts[1:]])
+            part = value
+        elif isinstance(part, cst.SimpleString):  # ACC.type + ":" (parenthesised where % or .format follows)
+            joined = cst.BinaryOperation(left=acc_type, operator=cst.Add(), right=with_value(part, rest))
+            if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add)):
+                joined = joined.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            new = joined
+    message = f"{c.rules[code].summary}: `{_code(value)}`"
+    if safe:
+        c.report(part, code, message, new)
+    else:
+        whole = value.deep_replace(part, new) if new is not None and part is not value else new
+        c.report(part, code, message + " (outside a device position: check it)",
+                 suggestion=_code(whole) if whole is not None else None)
+
+
+def _visit_string(c: FileCheck, node: cst.SimpleString) -> None:
+    """A "cuda" / "cuda:N" literal that no device position claimed: in an assignment, a default, a list."""
+    if id(node) in c.handled:
+        return
+    s = string_value(node)
+    if s is None:
+        return
+    parent = c.parent
+    if s.startswith(("nvidia-smi", "nvcc")) and c.on("OA506") and isinstance(parent, (cst.Arg, cst.Element)):
+        c.report(node, "OA506", f"{c.rules['OA506'].summary}: '{s.split()[0]}'")
+        return
+    if ("--nproc_per_node=gpu" in s or "--nproc-per-node=gpu" in s) and c.on("OA509"):
+        c.report(node, "OA509", c.rules["OA509"].summary)
+        return
+    if s == "torch.distributed.launch" and c.on("OA505") and isinstance(parent, (cst.Arg, cst.Element)):
+        c.report(node, "OA505", c.rules["OA505"].summary, suggestion="torchrun")
+        return
+    if not DEVICE.fullmatch(s) or not c.on("OA103") or c.target.keeps_cuda:
+        return
+    if not _holds_a_device(c, node, parent):
+        return
+    new: cst.CSTNode | None = None
+    m = DEVICE.fullmatch(s)
+    assert m is not None
+    if c.target.neutral:
+        e = c.device_expr(m.group(1))
+        new = expr(e) if e else None
+    elif c.target.device:
+        new = with_value(node, c.device_text(m.group(1)) or "")
+    c.report(node, "OA103", f"{c.rules['OA103'].summary}: '{s}' (outside a device position)", new, heuristic=True,
+             fix="unsafe")
+
+
+def _holds_a_device(c: FileCheck, node: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
+    """Whether a "cuda" literal outside a device position still names the device to use: the value of an
+    assignment or a return, a parameter's default, `default=` (argparse) or a `choices=` entry, a dict
+    value. An argument of any other call (os.path.join(root, "cuda")), a key, an index or a comparison
+    does not."""
+    if isinstance(parent, (cst.Assign, cst.AnnAssign, cst.Return, cst.Param)):
+        return True
+    if isinstance(parent, cst.Arg):
+        return parent.keyword is not None and parent.keyword.value in ("default", "device", "devices")
+    if isinstance(parent, cst.DictElement):
+        return parent.value is node
+    if isinstance(parent, cst.Element) and len(c.stack) >= 3:
+        holder = c.stack[-3]  # Element <- List/Tuple <- Arg
+        return isinstance(holder, cst.Arg) and holder.keyword is not None and holder.keyword.value == "choices"
+    return False
+
+
+def _visit_fstring(c: FileCheck, node: cst.CSTNode) -> None:
+    if id(node) not in c.handled:
+        _dynamic_device(c, node, safe=False)
+
+
+def _visit_binop(c: FileCheck, node: cst.BinaryOperation) -> None:
+    if id(node) not in c.handled and _dynamic_text(node) is not None:
+        _dynamic_device(c, node, safe=False)
+
+
+def _compare_suggestion(c: FileCheck, string: cst.CSTNode) -> None:
+    s = string_value(string) or ""
+    t = c.target
+    if t.keeps_cuda:
+        return
+    if t.neutral:
+        suggestion: str | None = f"{c.acc or 'torch.accelerator.current_accelerator()'}.type"
+    else:
+        suggestion = repr(t.device + s[len("cuda"):]) if t.device else None
+    c.report(string, "OA105", f"{c.rules['OA105'].summary}: '{s}'", suggestion=suggestion)
+
+
+def _visit_comparison(c: FileCheck, node: cst.Comparison) -> None:
+    operands: list[cst.BaseExpression] = [node.left] + [t.comparator for t in node.comparisons]
+    for op in list(operands):
+        if isinstance(op, (cst.Tuple, cst.List, cst.Set)):
+            operands += [e.value for e in op.elements]
+    for op in operands:
+        s = string_value(op)
+        if s is None:
+            continue
+        if DEVICE.fullmatch(s) or s == "cuda:":
+            c.handled.add(id(op))
+            if c.on("OA105"):
+                _compare_suggestion(c, op)
+        elif s in ("nccl", "NCCL"):
+            c.handled.add(id(op))
+            c.report(op, "OA304", f"{c.rules['OA304'].summary}: '{s}'")
+        elif s in c.env_names or s.startswith(tuple(c.env_prefixes)):
+            right = node.comparisons[0].comparator if node.comparisons else None
+            if right is not None and c.qualname(right) == "os.environ":
+                _env_string(c, op)
+
+
+def _availability_idiom(c: FileCheck, node: cst.IfExp) -> tuple[cst.SimpleString, cst.SimpleString] | None:
+    """("cuda" branch, other branch) of ``"cuda" if torch.cuda.is_available() else "cpu"``, or of
+    ``"cpu" if not torch.cuda.is_available() else "cuda"``; None for any other conditional."""
+    test, negated = node.test, False
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, negated = test.expression, True
+    if not isinstance(test, cst.Call) or c.qualname(test.func) != "torch.cuda.is_available":
+        return None
+    device, other = (node.orelse, node.body) if negated else (node.body, node.orelse)
+    if not isinstance(device, cst.SimpleString) or not isinstance(other, cst.SimpleString):
+        return None
+    if not DEVICE.fullmatch(string_value(device) or "") or string_value(other) is None:
+        return None
+    return device, other
+
+
+def _visit_ifexp(c: FileCheck, node: cst.IfExp) -> None:
+    """"cuda" if torch.cuda.is_available() else "cpu": the availability idiom."""
+    idiom = _availability_idiom(c, node)
+    if idiom is None:
+        return
+    device, other = idiom
+    c.handled.add(id(device))
+    c.handled.add(id(other))
+    t = c.target
+    if t.keeps_cuda:
+        return
+    m = DEVICE.fullmatch(string_value(device) or "")
+    assert m is not None
+    if t.neutral:
+        if c.acc is None or m.group(1) is not None:  # an explicit index has no one-line neutral form
+            c.report(node, "OA106", c.rules["OA106"].summary)
+            return
+        c.handled.update(id(n) for n in _subtree(node.test))
+        acc = c.acc.replace("()", "(check_available=True)")
+        c.report(node, "OA106", c.rules["OA106"].summary, expr(f'{acc} or torch.device("{string_value(other)}")'))
+        return
+    c.report(device, "OA106", c.rules["OA106"].summary, with_value(device, c.device_text(m.group(1)) or ""))
+
+
+def _subtree(node: cst.CSTNode) -> list[cst.CSTNode]:
+    out = [node]
+    for name in _code_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            out += _subtree(value)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, cst.CSTNode):
+                    out += _subtree(item)
+    return out
+
+
+def _visit_subscript(c: FileCheck, node: cst.Subscript) -> None:
+    if c.qualname(node.value) == "os.environ" and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        _env_string(c, node.slice[0].slice.value)
+
+
+def _visit_dict(c: FileCheck, node: cst.Dict) -> None:
+    if any(isinstance(e, cst.StarredDictElement) and c.qualname(e.value) == "os.environ" for e in node.elements):
+        _env_dict(c, node)
+
+
+def _env_dict(c: FileCheck, node: cst.Dict) -> None:
+    for e in node.elements:
+        if isinstance(e, cst.DictElement):
+            _env_string(c, e.key)
+
+
+def _env_string(c: FileCheck, value: cst.CSTNode) -> None:
+    s = string_value(value)
+    if s is None or id(value) in c.handled:
+        return
+    c.handled.add(id(value))
+    _env_name(c, value, s)
+
+
+def _env_name(c: FileCheck, node: cst.CSTNode, name: str, *, keyword: bool = False) -> None:
+    code = c.env_names.get(name) or next((code for p, code in c.env_prefixes.items() if name.startswith(p)), None)
+    if code is None or c.target.keeps_cuda:
+        return
+    twin = c.target.env_twin(name, c.min_torch)
+    new: cst.CSTNode | None = None
+    if twin and not keyword and isinstance(node, cst.SimpleString):
+        new = with_value(node, twin)
+    elif twin and keyword and isinstance(node, cst.Name):
+        new = cst.Name(twin)
+    message = f"{c.rules[code].summary}: {name}"
+    if twin:
+        message += f" -> {twin}"
+    elif name in c.target.env:
+        message += f" (no equivalent on {c.target.name})"
+    c.report(node, code, message, new)
+
+
+_HANDLERS: dict[type, Any] = {
+    cst.Import: _visit_import,
+    cst.ImportFrom: _visit_import,
+    cst.Attribute: _visit_chain,
+    cst.Name: _visit_chain,
+    cst.Call: _visit_call,
+    cst.SimpleString: _visit_string,
+    cst.FormattedString: _visit_fstring,
+    cst.BinaryOperation: _visit_binop,
+    cst.Comparison: _visit_comparison,
+    cst.IfExp: _visit_ifexp,
+    cst.Subscript: _visit_subscript,
+    cst.Dict: _visit_dict,
+}
