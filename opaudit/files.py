@@ -9,8 +9,9 @@ from pathlib import Path
 from opaudit.errors import OutputError
 
 
-def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
+def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> Path:
+    """Write ``text`` (or bytes, as they are) to ``path`` through a temporary file in the same folder, flushed
+    to disk, and a rename: a reader, or a crash, sees the old file or the new one, never a mix."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
@@ -21,8 +22,10 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
     except OSError as e:
         raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8") if isinstance(text, str) else text)
+            f.flush()
+            os.fsync(f.fileno())
         os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())  # mkstemp's is 0600
         os.replace(tmp, path)
     except OSError as e:
