@@ -428,6 +428,229 @@ def doctor() -> None:
             out.print(f"{k}={v}", markup=False, highlight=False)
 
 
+# -- lint and fix ----------------------------------------------------------------------------------------
+class LintFormat(str, Enum):
+    text = "text"
+    json = "json"
+    sarif = "sarif"
+    github = "github"
+
+
+EXIT_FINDINGS = 1  # lint: findings remain; fix --diff: there are changes to make
+
+
+def _lint_settings(paths: list[str], target: str | None, select: list[str] | None, ignore: list[str] | None,
+                   extend_select: list[str] | None, min_torch: str | None, unsafe_fixes: bool | None,
+                   exclude: list[str] | None, *, default_target: str | None) -> Any:
+    from opaudit.lint import Settings, find_config
+
+    config = find_config(next((p for p in paths if p != "-"), None))
+
+    def listed(cli: list[str] | None, key: str) -> tuple[str, ...]:
+        values = cli if cli else config.get(key, [])
+        return tuple(x for v in values for x in v.split(",") if x.strip())
+
+    chosen = target or config.get("target") or default_target
+    if chosen is None:
+        raise InputError("name the target to fix for", hint="--target ascend|cambricon|biren|musa|xpu|mps|rocm|neutral,"
+                         " or target = \"...\" in [tool.opaudit] of pyproject.toml")
+    settings = Settings(target=chosen, select=listed(select, "select"), ignore=listed(ignore, "ignore"),
+                        extend_select=listed(extend_select, "extend-select"),
+                        min_torch=min_torch or config.get("min-torch") or Settings.min_torch,
+                        unsafe_fixes=bool(unsafe_fixes if unsafe_fixes is not None else config.get("unsafe-fixes",
+                                                                                                    False)),
+                        exclude=(*config.get("exclude", []), *(exclude or [])))
+    settings.resolved()
+    return settings
+
+
+def _emit(fmt: LintFormat, findings: list, errors: list[str], settings: Any, *, fixed: int, stream: Any) -> None:
+    from opaudit.lint import catalogue
+    from opaudit.report import lint as views
+
+    if fmt is LintFormat.json:
+        stream.write(views.json_text(findings, errors, target=settings.target, fixed=fixed))
+    elif fmt is LintFormat.sarif:
+        stream.write(views.sarif_text(findings, errors, catalogue(), target=settings.target))
+    elif fmt is LintFormat.github:
+        stream.write(views.github(findings, errors))
+    else:
+        stream.write(views.text(findings, errors, fixed=fixed, unsafe_fixes=settings.unsafe_fixes))
+
+
+_PATHS_HELP = "Files or folders to check; - reads standard input."
+_SELECT_HELP = "Rule codes or prefixes to check (OA1, OA401; comma-separated or repeated); ALL for every rule."
+
+
+@app.command()
+def lint(
+    paths: list[str] = typer.Argument(None, help=_PATHS_HELP),
+    target: str | None = typer.Option(None, "--target", "-t", help="Whose replacements to show: ascend, cambricon, "
+                                      "biren, musa, xpu, mps, rocm, neutral (default: neutral)."),
+    select: list[str] | None = typer.Option(None, "--select", help=_SELECT_HELP),
+    extend_select: list[str] | None = typer.Option(None, "--extend-select", help="Codes to add to the selection."),
+    ignore: list[str] | None = typer.Option(None, "--ignore", help="Codes or prefixes to leave out."),
+    exclude: list[str] | None = typer.Option(None, "--exclude", help="File or folder patterns to skip."),
+    output_format: LintFormat = typer.Option(LintFormat.text, "--output-format", help="How to print findings."),
+    statistics: bool = typer.Option(False, "--statistics", help="Count findings per rule instead."),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit with 0 even when findings remain."),
+    min_torch: str | None = typer.Option(None, "--min-torch", help="The oldest torch the code must run on "
+                                         "(gates the neutral rewrites)."),
+    stdin_filename: str | None = typer.Option(None, "--stdin-filename", help="The name of the file read from -."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Processes (default: one per CPU)."),
+) -> None:
+    """Find code that assumes CUDA. Exit 1 when findings remain."""
+    from opaudit.lint import catalogue, lint_source, run
+    from opaudit.report.lint import statistics as stats
+
+    with _errors():
+        paths = paths or ["."]
+        settings = _lint_settings(paths, target, select, ignore, extend_select, min_torch, None, exclude,
+                                  default_target="neutral")
+        if paths == ["-"]:
+            result = lint_source(sys.stdin.buffer.read(), settings, stdin_filename or "-")
+            findings, errors = result.findings, [result.error] if result.error else []
+        else:
+            r = run(paths, settings, jobs=jobs)
+            findings, errors = r.findings, r.errors
+            for w in r.warnings:
+                err.print(f"warning: {w}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+        if statistics:
+            sys.stdout.write(stats(findings, catalogue()))
+        else:
+            _emit(output_format, findings, errors, settings, fixed=0, stream=sys.stdout)
+        if (findings or errors) and not exit_zero:
+            raise typer.Exit(EXIT_FINDINGS)
+
+
+@app.command()
+def fix(
+    paths: list[str] = typer.Argument(None, help=_PATHS_HELP),
+    target: str | None = typer.Option(None, "--target", "-t", help="The device to port to: ascend, cambricon, "
+                                      "biren, musa, xpu, mps, rocm or neutral."),
+    diff: bool = typer.Option(False, "--diff", help="Print the changes as a unified diff; write nothing."),
+    unsafe_fixes: bool | None = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes",
+                                             help="Also apply fixes matched by syntax or with a small change of "
+                                             "meaning."),
+    select: list[str] | None = typer.Option(None, "--select", help=_SELECT_HELP),
+    extend_select: list[str] | None = typer.Option(None, "--extend-select", help="Codes to add to the selection."),
+    ignore: list[str] | None = typer.Option(None, "--ignore", help="Codes or prefixes to leave out."),
+    exclude: list[str] | None = typer.Option(None, "--exclude", help="File or folder patterns to skip."),
+    output_format: LintFormat = typer.Option(LintFormat.text, "--output-format",
+                                             help="How to print what remains."),
+    statistics: bool = typer.Option(False, "--statistics", help="Count remaining findings per rule instead."),
+    min_torch: str | None = typer.Option(None, "--min-torch", help="The oldest torch the code must run on "
+                                         "(gates the neutral rewrites)."),
+    stdin_filename: str | None = typer.Option(None, "--stdin-filename", help="The name of the file read from -."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Processes (default: one per CPU)."),
+) -> None:
+    """Rewrite code that assumes CUDA for a target. Exit 1 when findings remain (with --diff: when
+    there are changes to make)."""
+    from libcst.codemod import diff_code
+
+    from opaudit.lint import catalogue, fix_source, run
+    from opaudit.report.lint import statistics as stats
+
+    with _errors():
+        paths = paths or ["."]
+        settings = _lint_settings(paths, target, select, ignore, extend_select, min_torch, unsafe_fixes, exclude,
+                                  default_target=None)
+        if paths == ["-"]:
+            name = stdin_filename or "-"
+            result = fix_source(sys.stdin.buffer.read(), settings, name)
+            results, extra, warnings = [result], [], []
+            if diff:
+                if result.changed:
+                    sys.stdout.write(_diff(diff_code, result))
+            else:
+                sys.stdout.buffer.write(result.new if result.new is not None else result.old or b"")
+            report = sys.stderr
+        else:
+            r = run(paths, settings, fix=True, write=not diff, jobs=jobs)
+            results, extra, warnings = r.files, r.extra, r.warnings
+            if diff:
+                for res in results:
+                    if res.changed:
+                        sys.stdout.write(_diff(diff_code, res))
+            report = sys.stderr if diff else sys.stdout
+        for w in warnings:
+            err.print(f"warning: {w}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+        fixed = sum(len(res.fixed) for res in results if res.changed)
+        remaining = [f for res in results for f in (res.findings if not res.changed else _remaining(res, settings))]
+        remaining += extra
+        errors = [res.error for res in results if res.error]
+        if statistics:
+            report.write(stats(remaining, catalogue()))
+        else:
+            _emit(output_format, remaining, errors, settings, fixed=fixed, stream=report)
+        changed = sum(1 for res in results if res.changed)
+        if diff:
+            err.print(f"{changed} file{'s' if changed != 1 else ''} would be changed", markup=False, highlight=False)
+        elif changed and paths != ["-"]:
+            err.print(f"{changed} file{'s' if changed != 1 else ''} changed", markup=False, highlight=False)
+        if (diff and changed) or ((remaining or errors) and not diff):
+            raise typer.Exit(EXIT_FINDINGS)
+
+
+def _diff(diff_code: Any, res: Any) -> str:
+    import libcst as cst
+
+    encoding = cst.parse_module(res.new).encoding
+    return str(diff_code(res.old.decode(encoding), res.new.decode(encoding), 3, filename=res.path))
+
+
+def _remaining(res: Any, settings: Any) -> list:
+    """What is left in a fixed file: the findings of the fixed text (none when every finding was fixed)."""
+    from opaudit.lint import lint_source
+
+    fixed = {(f.line, f.col, f.code) for f in res.fixed}
+    if all((f.line, f.col, f.code) in fixed for f in res.findings):
+        return []
+    return lint_source(res.new, settings, res.path).findings
+
+
+@app.command("rules")
+def rules_command(
+    target: str | None = typer.Option(None, "--target", "-t", help="Only the rules that apply to this target."),
+    output_format: LintFormat = typer.Option(LintFormat.text, "--output-format", help="text or json."),
+) -> None:
+    """List the lint rules: code, name, fix class, summary."""
+    import json
+
+    from opaudit.lint import catalogue, load_target
+    from opaudit.report.lint import rules_table
+
+    with _errors():
+        rows = rules_table(catalogue(), load_target(target) if target else None)
+        if output_format is LintFormat.json:
+            sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+            return
+        for r in rows:
+            flag = "" if r["default"] else " (off by default)"
+            sys.stdout.write(f"{r['code']}  {r['name']:<32} {r['fix']:<10} {r['summary']}{flag}\n")
+
+
+@app.command()
+def explain(
+    code: str = typer.Argument(..., help="A rule code, e.g. OA101."),
+    target: str | None = typer.Option(None, "--target", "-t", help="Only this target's notes and examples."),
+) -> None:
+    """Print a rule's page: what it finds, why, how it is fixed, and its examples."""
+    from opaudit.lint import catalogue, load_target
+    from opaudit.report.lint import explain_text
+
+    with _errors():
+        rules = catalogue().rules
+        key = code.strip().upper()
+        if key not in rules:
+            import difflib
+
+            close = difflib.get_close_matches(key, list(rules), n=3)
+            raise InputError(f"no rule {code!r}", hint=("did you mean " + ", ".join(close) + "? " if close else "")
+                             + "`opaudit rules` lists them")
+        sys.stdout.write(explain_text(rules[key], load_target(target) if target else None))
+
+
 def entry() -> None:
     """The ``opaudit`` executable: :func:`main`, then a quick exit.
 

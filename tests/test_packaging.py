@@ -21,6 +21,7 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
     assert "opaudit/trace/trace.schema.json" in names
     assert "opaudit/report/audit.schema.json" in names and "opaudit/_data/reports/audit.html.j2" in names
     assert any(n.startswith("opaudit/_data/coverage_db/ascend/caveats/") for n in names)
+    assert "opaudit/_data/rules/catalogue.toml" in names and "opaudit/_data/rules/targets/neutral.toml" in names
     templates = {p.relative_to(ROOT).as_posix() for p in (ROOT / "reports").iterdir() if p.is_file()}
     assert {f"opaudit/_data/{t}" for t in templates} <= set(names), "a file of reports/ is missing from pyproject"
     assert not any(n.startswith("opaudit/_data/reports/examples/") for n in names)  # the examples stay out
@@ -37,7 +38,10 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
         "print(sorted(r.op for r in t.records if r.kind == 'choice'));"
         "from opaudit.report import render;"
         "a = opaudit.audit(t, ['ascend@2.6.0.post5']);"
-        "print(a.verdict('ascend').verdict, len(render(a, 'html')) > 10000, len(a.verdicts))"
+        "print(a.verdict('ascend').verdict, len(render(a, 'html')) > 10000, len(a.verdicts));"
+        "from opaudit.lint import Settings, fix_source, catalogue;"
+        "print(len(catalogue().rules), fix_source(b'import torch\\ntorch.cuda.synchronize()\\n',"
+        " Settings(target='musa')).new.decode().splitlines()[-1])"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True,
@@ -47,3 +51,4 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
     assert out[2] == "['aten::dropout.default']"  # the tracer read device_selected.toml from the wheel
     verdict, html, releases = out[3].split()
     assert verdict == "runs" and html == "True" and int(releases) > 150  # coverage_db and the template too
+    assert out[4] == "97 torch.musa.synchronize()"  # the rule catalogue and the target tables too

@@ -1,0 +1,181 @@
+"""`opaudit lint`, `fix`, `rules` and `explain` as a user runs them: exit codes, selection, formats
+(SARIF checked against the SARIF 2.1.0 JSON schema), configuration, stdin, --diff, pre-commit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from helpers import ROOT, run_cli
+
+SRC = ("import torch\nimport torch.distributed as dist\n\n"
+       "def main(local_rank):\n"
+       "    torch.cuda.set_device(local_rank)\n"
+       "    dist.init_process_group(backend=\"nccl\")\n"
+       "    model = Net().cuda()\n"
+       "    x = torch.randn(8, 3, device=\"cuda\")\n"
+       "    torch.backends.cudnn.benchmark = True\n")
+# Microsoft's jest-sarif package ships the SARIF 2.1.0 (rtm.5) JSON schema; fetched from npm once
+SARIF_PACKAGE = "@microsoft/jest-sarif@1.0.0-beta.0"
+SARIF_MEMBER = "package/lib/schemas/sarif-2.1.0-rtm.5.json"
+SARIF_SHA256 = "2d99159ae54a3eea97f81781cff48780548657c35949f4b7f25e99a2ba4de4f8"
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "train.py").write_text(SRC)
+    return tmp_path
+
+
+def test_lint_exit_codes(project):
+    code, out, _ = run_cli("lint", str(project / "train.py"), "-t", "ascend")
+    assert code == 1
+    for c in ("OA114", "OA301", "OA101", "OA103", "OA601"):
+        assert c in out
+    assert "train.py:5:5: OA114 [*]" in out and "[?]" in out and "Found 5 findings" in out
+    code, out, _ = run_cli("lint", str(project / "train.py"), "--exit-zero")
+    assert code == 0 and "OA114" in out
+    (project / "clean.py").write_text("import torch\nx = torch.ones(2)\n")
+    code, out, _ = run_cli("lint", str(project / "clean.py"))
+    assert code == 0 and "All checks passed" in out
+
+
+def test_select_and_ignore_take_prefixes(project):
+    _, out, _ = run_cli("lint", str(project), "--select", "OA1", "-t", "ascend")
+    codes = {ln.split()[1] for ln in out.splitlines() if ": OA" in ln}
+    assert codes == {"OA114", "OA101", "OA103"}
+    _, out, _ = run_cli("lint", str(project), "--ignore", "OA10,OA6", "-t", "ascend")
+    codes = {ln.split()[1] for ln in out.splitlines() if ": OA" in ln}
+    assert codes == {"OA114", "OA301"}
+    code, _, err = run_cli("lint", str(project), "--select", "OA99")
+    assert code == 2 and "no rule matches 'OA99'" in err
+
+
+def test_json_github_and_statistics(project):
+    _, out, _ = run_cli("lint", str(project), "-t", "ascend", "--output-format", "json")
+    data = json.loads(out)
+    assert data["schema"] == "opaudit-lint" and data["target"] == "ascend"
+    first = data["findings"][0]
+    assert (first["code"], first["line"], first["col"], first["replacement"]) == ("OA114", 5, 5, "torch.npu.set_device")
+    _, out, _ = run_cli("lint", str(project), "-t", "ascend", "--output-format", "github")
+    assert out.splitlines()[0].startswith("::warning title=opaudit (OA114),file=")
+    assert ",line=5,col=5,endLine=5,endColumn=26::OA114 " in out.splitlines()[0]
+    _, out, _ = run_cli("lint", str(project), "-t", "ascend", "--statistics")
+    assert out.splitlines()[0].split("\t")[:2] == ["1", "OA101"] and len(out.splitlines()) == 5
+
+
+@pytest.fixture(scope="session")
+def sarif_schema(tmp_path_factory):
+    cache = Path.home() / ".cache" / "opaudit-tests" / "sarif-2.1.0-rtm.5.json"
+    if not cache.is_file():
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.skip("the SARIF schema is fetched from npm, and npm is not installed")
+        work = tmp_path_factory.mktemp("npm")
+        proc = subprocess.run([npm, "pack", SARIF_PACKAGE, "--silent"], cwd=work, capture_output=True, text=True,
+                              timeout=120)
+        tgz = next(work.glob("*.tgz"), None)
+        if proc.returncode != 0 or tgz is None:
+            pytest.skip(f"could not fetch {SARIF_PACKAGE} from npm: {proc.stderr.strip()[:200]}")
+        with tarfile.open(tgz) as tar:
+            data = tar.extractfile(SARIF_MEMBER).read()  # type: ignore[union-attr]
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_bytes(data)
+    data = cache.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == SARIF_SHA256, "not the SARIF schema this test pins"
+    return json.loads(data)
+
+
+def test_sarif_validates_against_the_schema(project, sarif_schema):
+    (project / "bad.py").write_text("torch.cuda.synchronize(\n")
+    _, out, _ = run_cli("lint", str(project), "-t", "ascend", "--output-format", "sarif", "--select", "ALL")
+    log = json.loads(out)
+    jsonschema.validate(log, sarif_schema)
+    run = log["runs"][0]
+    assert {r["ruleId"] for r in run["results"]} >= {"OA114", "OA301", "OA101", "OA103", "OA601"}
+    assert {r["id"] for r in run["tool"]["driver"]["rules"]} == {r["ruleId"] for r in run["results"]}
+    fixable = [r for r in run["results"] if r["ruleId"] == "OA114"][0]
+    assert fixable["fixes"][0]["artifactChanges"][0]["replacements"][0]["insertedContent"]["text"] == \
+        "torch.npu.set_device"
+    assert "does not parse" in run["invocations"][0]["toolExecutionNotifications"][0]["message"]["text"]
+    with pytest.raises(jsonschema.ValidationError):  # the schema does reject a broken log
+        jsonschema.validate({**log, "version": "2.0"}, sarif_schema)
+
+
+def test_fix_diff_writes_nothing_then_fix_writes(project):
+    path = project / "train.py"
+    code, out, err = run_cli("fix", str(path), "-t", "ascend", "--diff")
+    assert code == 1 and "+    torch.npu.set_device(local_rank)" in out and "+import torch_npu" in out
+    assert "1 file would be changed" in err and path.read_text() == SRC
+    code, out, err = run_cli("fix", str(path), "-t", "ascend")
+    text = path.read_text()
+    assert code == 1 and "Fixed" in out and "OA101" in out  # .cuda() needs --unsafe-fixes; OA601 is a report
+    assert 'backend="hccl"' in text and 'device="npu"' in text and "Net().cuda()" in text
+    code, out, _ = run_cli("fix", str(path), "-t", "ascend", "--unsafe-fixes", "--ignore", "OA601")
+    assert code == 0 and "Net().npu()" in path.read_text()
+    code, _, _ = run_cli("fix", str(path), "-t", "ascend", "--diff", "--ignore", "OA601")
+    assert code == 0  # nothing left to change
+
+
+def test_fix_needs_a_target_and_knows_them(project):
+    code, _, err = run_cli("fix", str(project))
+    assert code == 2 and "name the target" in err
+    code, _, err = run_cli("fix", str(project), "-t", "ascned")
+    assert code == 2 and "did you mean ascend" in err
+    code, _, err = run_cli("lint", str(project / "missing.py"))
+    assert code == 2 and "no such file" in err
+
+
+def test_stdin_to_stdout():
+    proc = subprocess.run([*_cli(), "fix", "-", "-t", "cambricon"], input=SRC, capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.stdout.startswith("import torch\nimport torch_mlu\n") and 'backend="cncl"' in proc.stdout
+    assert proc.returncode == 1 and "OA101" in proc.stderr  # what remains is reported on stderr
+    proc = subprocess.run([*_cli(), "lint", "-", "--stdin-filename", "x.py"], input=SRC, capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 1 and "x.py:5:5: OA114" in proc.stdout
+
+
+def _cli() -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "opaudit"]
+
+
+def test_pyproject_configuration(project):
+    (project / "pyproject.toml").write_text('[tool.opaudit]\ntarget = "musa"\nignore = ["OA6"]\n'
+                                            'exclude = ["vendored*"]\n')
+    (project / "vendored_lib").mkdir()
+    (project / "vendored_lib" / "x.py").write_text(SRC)
+    code, out, _ = run_cli("lint", str(project))
+    assert "torch.musa.set_device" in out and "OA601" not in out and "vendored" not in out
+    code, out, _ = run_cli("lint", str(project), "-t", "xpu")  # the command line wins
+    assert "torch.xpu.set_device" in out
+    (project / "pyproject.toml").write_text('[tool.opaudit]\ntargte = "musa"\n')
+    code, _, err = run_cli("lint", str(project))
+    assert code == 2 and "has no setting 'targte'" in err
+
+
+def test_rules_and_explain():
+    code, out, _ = run_cli("rules")
+    assert code == 0 and len(out.splitlines()) == 97 and out.startswith("OA001  backend-not-imported")
+    code, out, _ = run_cli("rules", "--output-format", "json")
+    assert len(json.loads(out)) == 97
+    code, out, _ = run_cli("explain", "oa301", "-t", "musa")
+    assert code == 0 and out.startswith("# OA301 (nccl-backend)") and "musa:mccl" in out and "hccl" not in out
+    code, _, err = run_cli("explain", "OA999")
+    assert code == 2 and "no rule 'OA999'" in err
+
+
+def test_pre_commit_hooks_run_the_commands():
+    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert {h["id"]: h["entry"] for h in hooks} == {"opaudit-lint": "opaudit lint", "opaudit-fix": "opaudit fix"}
+    for h in hooks:
+        assert h["language"] == "python" and "python" in h["types_or"]
