@@ -13,6 +13,8 @@ The library is the product; the ``opaudit`` command is a thin layer over it::
 
 __version__ = "0.1.0"
 
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from opaudit.errors import OpauditError
@@ -24,6 +26,21 @@ if TYPE_CHECKING:
 # imported on first use, so that `opaudit lint` and `opaudit fix` do not pay for importing torch
 _LAZY = {"Audit": "opaudit.audit", "Verdict": "opaudit.audit", "audit": "opaudit.audit", "Trace": "opaudit.trace",
          "load_trace": "opaudit.trace", "record": "opaudit.trace", "trace": "opaudit.trace"}
+
+
+class _Package(types.ModuleType):
+    """`opaudit.audit` and `opaudit.trace` are functions that share their name with a submodule: when the
+    import system binds a submodule here after loading it, the function keeps the name."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("audit", "trace") and isinstance(value, types.ModuleType):
+            if name not in self.__dict__:
+                super().__setattr__(name, getattr(value, name))
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:
