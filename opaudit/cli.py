@@ -464,7 +464,8 @@ def _lint_settings(paths: list[str], target: str | None, select: list[str] | Non
     return settings
 
 
-def _emit(fmt: LintFormat, findings: list, errors: list[str], settings: Any, *, fixed: int, stream: Any) -> None:
+def _emit(fmt: LintFormat, findings: list, errors: list[str], settings: Any, *, fixed: int, stream: Any,
+          dry_run: bool = False) -> None:
     from opaudit.lint import catalogue
     from opaudit.report import lint as views
 
@@ -475,7 +476,7 @@ def _emit(fmt: LintFormat, findings: list, errors: list[str], settings: Any, *, 
     elif fmt is LintFormat.github:
         stream.write(views.github(findings, errors))
     else:
-        stream.write(views.text(findings, errors, fixed=fixed, unsafe_fixes=settings.unsafe_fixes))
+        stream.write(views.text(findings, errors, fixed=fixed, unsafe_fixes=settings.unsafe_fixes, dry_run=dry_run))
 
 
 _PATHS_HELP = "Files or folders to check; - reads standard input."
@@ -582,7 +583,7 @@ def fix(
         if statistics:
             report.write(stats(remaining, catalogue()))
         else:
-            _emit(output_format, remaining, errors, settings, fixed=fixed, stream=report)
+            _emit(output_format, remaining, errors, settings, fixed=fixed, stream=report, dry_run=diff)
         changed = sum(1 for res in results if res.changed)
         if diff:
             err.print(f"{changed} file{'s' if changed != 1 else ''} would be changed", markup=False, highlight=False)

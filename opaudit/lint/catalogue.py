@@ -61,7 +61,6 @@ class Rule:
     replace: str = ""  # vendor template: {module} {device} {dist_const} {dist_available} {package}
     replace_neutral: str = ""  # neutral template: {acc}
     neutral_min_torch: str = ""
-    neutral_dm: bool = False  # neutral target: torch.get_device_module().X where torch.accelerator lacks X
     suggest: str = ""  # shown, never applied: vendor template
     suggest_neutral: str = ""
     modules: tuple[str, ...] = ()  # imports this rule reports (a module and its submodules)
@@ -100,25 +99,26 @@ class Target:
     env: dict[str, tuple[str, str]] = field(default_factory=dict)  # CUDA variable -> (twin or "", minimum torch)
     notes: dict[str, str] = field(default_factory=dict)
 
-    def api_replacement(self, qualname: str, min_torch: str, *, device_module: bool = True) -> str | None:
-        """What ``qualname`` (``torch.cuda.synchronize``) becomes here, or None when nothing does. On the
-        neutral target, ``device_module`` allows ``torch.get_device_module().X`` where torch.accelerator
-        has no X for the minimum torch (rules whose functions every device module has)."""
+    def api_replacement(self, qualname: str, min_torch: str) -> str | None:
+        """What ``qualname`` (``torch.cuda.synchronize``) becomes here, or None when nothing does."""
         if qualname in self.api:
             new, gate = self.api[qualname]
             if new and (not gate or version_at_least(min_torch, gate)):
                 return new
-            if self.neutral and new and device_module and self.device_module and qualname.startswith("torch.cuda."):
-                return self._device_module(qualname, min_torch)
             return None
         if self.keeps_cuda or self.only_api:
             return None
         if self.neutral:
-            return self._device_module(qualname, min_torch) \
-                if device_module and qualname.startswith("torch.cuda.") else None
+            return None
         if qualname.startswith("torch.cuda.") and self.module:
             return self.module + qualname[len("torch.cuda"):]
         return None
+
+    def device_module_form(self, qualname: str, min_torch: str) -> str | None:
+        """``torch.get_device_module().X`` for ``torch.cuda.X``: shown as a suggestion on the neutral target,
+        never applied, since the device modules differ (torch.mps and torch.cpu lack most of torch.cuda:
+        of its public names only Event, device_count, is_available and synchronize are in all of them)."""
+        return self._device_module(qualname, min_torch) if self.neutral and self.device_module else None
 
     def _device_module(self, qualname: str, min_torch: str) -> str | None:
         rest = qualname[len("torch.cuda."):]
@@ -195,12 +195,11 @@ def catalogue() -> Catalogue:
         strings = {k: d.get(k, "") for k in ("why", "replace", "replace_neutral", "neutral_min_torch", "suggest",
                                               "suggest_neutral")}
         unknown = set(d) - set(tuples) - set(strings) - {"name", "summary", "fix", "heuristic", "default", "examples",
-                                                         "renames", "neutral_dm"}
+                                                         "renames"}
         if unknown:
             raise ValueError(f"rules/catalogue.toml: {code}: unknown keys {sorted(unknown)}")
         rules[code] = Rule(code=code, name=d["name"], summary=d["summary"], fix=d["fix"],
                            heuristic=d.get("heuristic", False), default=d.get("default", True), examples=examples,
-                           neutral_dm=d.get("neutral_dm", False),
                            renames=dict(d.get("renames", {})), **tuples, **strings)  # type: ignore[arg-type]
     return Catalogue(dict(sorted(rules.items())))
 

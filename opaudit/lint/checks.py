@@ -218,6 +218,8 @@ class FileCheck(cst.CSTVisitor):
         if note:
             message = f"{message} ({note})"
         rule = self.rules[code]
+        if isinstance(replacement, cst.BaseExpression):
+            replacement = self._through_torch_alias(replacement)
         if rule.fix in ("suggestion", "report") and replacement is not None:
             suggestion, replacement = suggestion or _code(replacement), None
         statement = next((n for n in reversed(self.stack) if isinstance(n, (cst.SimpleStatementLine,
@@ -229,10 +231,18 @@ class FileCheck(cst.CSTVisitor):
         report = Report(node, code, message, replacement, suggestion, heuristic or rule.heuristic, fix, statement,
                         frozenset(id(n) for n in above))
         self.plan.reports.append(report)
-        if code == "OA117" and replacement is not None:
-            guarded = self._guarded_by(node)
-            if guarded is not None:
-                self.guards.append((report, guarded))
+
+    def _through_torch_alias(self, new: cst.BaseExpression) -> cst.BaseExpression:
+        """A replacement that names ``torch.`` written with the file's own name for torch (``import torch as
+        t``), or with ``import torch`` scheduled when the file binds no name to it."""
+        code = _code(new)
+        if not _TORCH_NAME.search(code):
+            return new
+        alias = next((name for name, b in self.top_imports.items() if b.qualname == "torch"), None)
+        if alias is None:
+            self.plan.add_imports.add("torch")
+            return new
+        return new if alias == "torch" else expr(_TORCH_NAME.sub(alias + ".", code))
 
     def _guarded_by(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The if / conditional expression whose test holds ``node``, if any."""
@@ -246,19 +256,21 @@ class FileCheck(cst.CSTVisitor):
         return None
 
     def finish(self) -> None:
-        """An is_available() probe is not rewritten while the code it guards still calls torch.cuda with
-        nothing to replace it: the target would then take a branch that fails there."""
-        if not self.guards:
+        """While a file still calls a CUDA-only API that nothing replaces, its CUDA probes stay CUDA probes:
+        a rewritten ``torch.cuda.is_available()`` would send the target down a path that fails there
+        (a guarded call, an early return, a flag stored for later), so those fixes become suggestions."""
+        cuda_only = {c for c, r in self.rules.items() if any(a.startswith("torch.cuda.") for a in r.apis)}
+        cuda_only |= {"OA003", "OA801", "OA802", "OA803"}
+        stuck = next((r for r in self.plan.reports if r.replacement is None and r.code in cuda_only
+                      and r.code not in ("OA117", "OA106")), None)
+        if stuck is None:
             return
-        cuda_codes = {c for c, r in self.rules.items() if any(a.startswith("torch.cuda.") for a in r.apis)}
-        stuck = {id(r.node) for r in self.plan.reports
-                 if r.replacement is None and r.code in cuda_codes and r.code != "OA117"}
-        for report, guarded in self.guards:
-            body = guarded.body  # type: ignore[attr-defined]
-            if stuck & {id(n) for n in _subtree(body)}:
-                report.suggestion = _code(report.replacement) if report.replacement is not None else None
+        for report in self.plan.reports:
+            if report.code in ("OA117", "OA106") and report.replacement is not None:
+                report.suggestion = _code(report.replacement)
                 report.replacement = None
-                report.message += " (not rewritten: the code it guards still calls torch.cuda; port that first)"
+                report.message += f" (not rewritten: the file still calls a CUDA-only API ({stuck.code}); port " \
+                                  "that first)"
 
     def need_import(self, name: str) -> None:
         """Schedule the import a replacement's dotted name needs."""
@@ -334,14 +346,27 @@ class FileCheck(cst.CSTVisitor):
         return f"{dev}:{index}"
 
     def device_expr(self, index: str | None, *, type_only: bool = False) -> str | None:
-        """The neutral expression replacing "cuda" / "cuda:N" (None below torch.accelerator's version)."""
+        """The neutral expression replacing "cuda" / "cuda:N" (None below torch.accelerator's version). A
+        device type falls back to "cpu" on a host without accelerator, where code such as
+        GradScaler("cuda", enabled=False) ran before."""
         if self.acc is None:
             return None
         if type_only:
-            return f"{self.acc}.type"
+            return self.acc_type
         return self.acc if index is None else f"torch.device({self.acc}.type, {index})"
 
+    @property
+    def acc_type(self) -> str:
+        return self.acc_type_quoted('"')
 
+    def acc_type_quoted(self, quote: str) -> str:
+        """The accelerator's device type, "cpu" without one, written with ``quote`` (inside an f-string
+        delimited by the other quote)."""
+        assert self.acc is not None
+        return f'({self.acc.replace("()", "(check_available=True)")} or torch.device({quote}cpu{quote})).type'
+
+
+_TORCH_NAME = re.compile(r"(?<![\w.\"'])torch\.")
 _SKIPPED_FIELDS = ("whitespace", "lpar", "rpar", "comma", "semicolon", "equal", "colon", "dot", "leading_lines",
                    "lines_after_decorators", "header", "footer", "operator", "star", "asynchronous", "arrow",
                    "lbracket", "rbracket", "lbrace", "rbrace", "newline", "indent")
@@ -532,6 +557,11 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
         c.report(node, "OA304", f"{c.rules['OA304'].summary}: `{q}`")  # what the comparison guards is a judgement
         return
     rule = c.rules[code]
+    if code == "OA118" and len(c.stack) >= 2 and isinstance(c.stack[-2], cst.Attribute) and \
+            c.stack[-2].attr.value in ("major", "minor", "multi_processor_count", "gcnArchName"):
+        c.report(node, code, f"{rule.summary}: `{q}(...).{c.stack[-2].attr.value}` is a CUDA property "
+                 "(no such field on other devices)")
+        return
     canonical = rule.renames.get(q, q)
     # a rename out of CUDA's namespace is the replacement on every target; one within it is then mapped
     new = canonical if canonical != q and not canonical.startswith("torch.cuda.") else _api_target(c, rule, canonical)
@@ -549,7 +579,7 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
         else:
             c.report(node, code, message, suggestion=new)
         return
-    suggestion = _suggestion(c, rule)
+    suggestion = _suggestion(c, rule) or c.target.device_module_form(canonical, c.min_torch)
     if rule.fix in ("safe", "unsafe") and c.target.keeps_cuda:
         return  # ROCm: torch.cuda is HIP; nothing to change
     if rule.fix in ("safe", "unsafe"):
@@ -573,7 +603,7 @@ def _api_target(c: FileCheck, rule: Rule, qualname: str) -> str | None:
         return rule.replace.format(**fields)
     if rule.fix not in ("safe", "unsafe") and qualname not in t.api:
         return None
-    return t.api_replacement(qualname, c.min_torch, device_module=rule.neutral_dm)
+    return t.api_replacement(qualname, c.min_torch)
 
 
 def _suggestion(c: FileCheck, rule: Rule) -> str | None:
@@ -597,8 +627,8 @@ def _visit_attribute_syntax(c: FileCheck, node: cst.Attribute) -> None:
         new: cst.BaseExpression | None = None
         if c.target.is_attr:
             new = node.with_changes(attr=cst.Name(c.target.is_attr))
-        elif c.acc is not None:
-            new = cst.parse_expression(f"(x.device.type == {c.acc}.type)")
+        elif c.acc is not None:  # False on a host without accelerator, as is_cuda was there
+            new = cst.parse_expression(f'(x.device.type == getattr({c.acc}, "type", None))')
             new = new.with_changes(left=new.left.with_changes(value=new.left.value.with_changes(value=node.value)))  # type: ignore[attr-defined]
         c.report(node, "OA108", "`.is_cuda` asks whether a tensor is on a CUDA device", new, heuristic=True)
     elif attr == "cuda_stream" and c.on("OA410"):
@@ -656,7 +686,7 @@ def _call_by_name(c: FileCheck, node: cst.Call, q: str) -> None:
                                  expr(f"{_code(node.func)}({c.acc}.type, {m.group(1)})"))
                         return
                     type_only = True
-            _device_string(c, a.value, code, type_only=type_only, call=node)
+            _device_string(c, a.value, code, type_only=type_only, call=node, plain=q == "torch.device")
     if q in AMP_DEPRECATED and c.on({"torch.amp.autocast": "OA201"}.get(AMP_DEPRECATED[q], "OA202")):
         code = "OA201" if AMP_DEPRECATED[q] == "torch.amp.autocast" else "OA202"
         c.handled.add(id(node.func))
@@ -839,17 +869,18 @@ def _string_leaves(value: cst.CSTNode) -> list[cst.CSTNode]:
     return []
 
 
-def _without_arg(call: cst.Call, arg: cst.Arg) -> cst.Call:
-    """``call`` without ``arg``; the other arguments keep their commas and comments, and a trailing comma
-    left on one line is dropped."""
+def _without_arg(call: cst.Call, arg: cst.Arg) -> cst.Call | None:
+    """``call`` without ``arg``, its layout kept: the argument before it takes its comma (so no comma is left
+    dangling before the parenthesis). None when a comment sits on the argument (it would be lost)."""
+    if "#" in _code(arg):
+        return None
     args = list(call.args)
     i = args.index(arg)
     del args[i]
-    if args and i == len(args):  # the last argument went: the new last one keeps its comma only across lines
-        last = args[-1]
-        comma = last.comma
-        if isinstance(comma, cst.Comma) and not isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace):
-            args[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    if not args:
+        return call.with_changes(args=[], whitespace_before_args=cst.SimpleWhitespace(""))
+    if i == len(args) and "#" not in _code(args[-1]):  # it was the last: the new last one ends as it did
+        args[-1] = args[-1].with_changes(comma=arg.comma)
     return call.with_changes(args=args)
 
 
@@ -977,7 +1008,7 @@ def _map_location(c: FileCheck, value: cst.Dict | cst.Lambda) -> None:
 
 
 def _device_string(c: FileCheck, value: cst.BaseExpression, code: str, *, type_only: bool = False,
-                   string_only: bool = False, call: cst.Call | None = None) -> None:
+                   string_only: bool = False, call: cst.Call | None = None, plain: bool = False) -> None:
     """A device position holding "cuda", "cuda:N", a device string built at run time, or such strings in
     the branches of a conditional (``"cuda" if use_cuda else "cpu"``) or of ``or``.
 
@@ -998,8 +1029,10 @@ def _device_string(c: FileCheck, value: cst.BaseExpression, code: str, *, type_o
         index = m.group(1)
         if t.neutral:
             if c.acc is not None and (string_only or type_only):
-                new = expr(f"{c.acc}.type") if index is None or type_only else \
-                    _fstring(value, [cst.FormattedStringExpression(expr(f"{c.acc}.type")),
+                inner = _other_quote(value)
+                acc_type = f"{c.acc}.type" if plain else c.acc_type
+                new = expr(acc_type) if index is None or type_only else \
+                    _fstring(value, [cst.FormattedStringExpression(expr(c.acc_type_quoted(inner))),
                                      cst.FormattedStringText(f":{index}")])
             elif c.acc is not None:
                 new = expr(c.device_expr(index) or "")
@@ -1018,6 +1051,13 @@ def _device_string(c: FileCheck, value: cst.BaseExpression, code: str, *, type_o
         _device_string(c, value.right, code, type_only=type_only, string_only=string_only)
         return
     _dynamic_device(c, value, safe=True, code=code if code == "OA111" else "OA104")
+
+
+def _other_quote(like: cst.CSTNode) -> str:
+    """A quote character that can appear inside the (f-)string ``like`` (before Python 3.12, an f-string's
+    expressions cannot use its own quote)."""
+    quote = getattr(like, "quote", None) or getattr(like, "start", '"')[-1:]
+    return "'" if '"' in quote else '"'
 
 
 def _fstring(like: cst.CSTNode, parts: list) -> cst.FormattedString:
@@ -1068,7 +1108,8 @@ def _dynamic_device(c: FileCheck, value: cst.CSTNode, *, safe: bool, code: str =
         elif isinstance(part, cst.SimpleString):
             new = with_value(part, t.device + rest)
     elif t.neutral and c.acc is not None:
-        acc_type = expr(f"{c.acc}.type")
+        # in a device position the string is used at once, as "cuda:N" was; elsewhere it may be kept at import
+        acc_type = expr(f"{c.acc}.type" if safe else c.acc_type_quoted(_other_quote(value)))
         if isinstance(part, cst.FormattedStringText) and isinstance(value, cst.FormattedString):
             new = value.with_changes(parts=[cst.FormattedStringExpression(acc_type),
                                             part.with_changes(value=rest), *value.parts[1:]])
@@ -1106,18 +1147,40 @@ def _visit_string(c: FileCheck, node: cst.SimpleString) -> None:
         return
     if not DEVICE.fullmatch(s) or not c.on("OA103") or c.target.keeps_cuda:
         return
-    if not _holds_a_device(c, node, parent):
+    if _device_table(c, node, parent) or not _holds_a_device(c, node, parent):
         return
     new: cst.CSTNode | None = None
     m = DEVICE.fullmatch(s)
     assert m is not None
-    if c.target.neutral:
-        e = c.device_expr(m.group(1))
-        new = expr(e) if e else None
+    if c.target.neutral:  # it stays a string: it may be compared, concatenated or parsed later
+        if c.acc is not None:
+            new = expr(c.acc_type) if m.group(1) is None else \
+                _fstring(node, [cst.FormattedStringExpression(expr(c.acc_type_quoted(_other_quote(node)))),
+                                cst.FormattedStringText(f":{m.group(1)}")])
     elif c.target.device:
         new = with_value(node, c.device_text(m.group(1)) or "")
     c.report(node, "OA103", f"{c.rules['OA103'].summary}: '{s}' (outside a device position)", new, heuristic=True,
              fix="unsafe")
+
+
+DEVICE_TYPES = {"cpu", "cuda", "mps", "xpu", "npu", "mlu", "musa", "hpu", "meta", "xla", "supa"}
+
+
+def _device_table(c: FileCheck, node: cst.SimpleString, parent: cst.CSTNode | None) -> bool:
+    """A "cuda" key of a dict keyed by device type ({"cuda": torch.bfloat16, "cpu": torch.float32}): a lookup
+    by the target's device type finds no entry. Reported, since what the entry should be is a judgement."""
+    if not isinstance(parent, cst.DictElement) or parent.key is not node or len(c.stack) < 2:
+        return False
+    table = c.stack[-2]
+    keys = {string_value(e.key) for e in getattr(table, "elements", ()) if isinstance(e, cst.DictElement)}
+    if len(keys & DEVICE_TYPES) < 2:
+        return False
+    t = c.target
+    if not t.keeps_cuda:
+        what = f"an entry for '{t.device}'" if t.device else "an entry for the accelerator's device type"
+        c.report(node, "OA105", f"a table keyed by device type has 'cuda' but no {what}: a lookup by the "
+                 "device's type will miss it", suggestion=None)
+    return True
 
 
 def _holds_a_device(c: FileCheck, node: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
@@ -1153,7 +1216,7 @@ def _compare_suggestion(c: FileCheck, string: cst.CSTNode) -> None:
     if t.keeps_cuda:
         return
     if t.neutral:
-        suggestion: str | None = f"{c.acc or 'torch.accelerator.current_accelerator()'}.type"
+        suggestion: str | None = c.acc_type if c.acc else "torch.accelerator.current_accelerator().type"
     else:
         suggestion = repr(t.device + s[len("cuda"):]) if t.device else None
     c.report(string, "OA105", f"{c.rules['OA105'].summary}: '{s}'", suggestion=suggestion)

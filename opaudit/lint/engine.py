@@ -443,13 +443,30 @@ def _fix_imports(module: cst.Module, add: set[str], remove: set[tuple[str, str |
     ctx = CodemodContext()
     for m in sorted(add):
         AddImportsVisitor.add_needed_import(ctx, m)
+    commented = _commented_imports(module)
     for m, obj, asname in sorted(remove, key=str):
-        RemoveImportsVisitor.remove_unused_import(ctx, m, obj, asname)
+        if (m, obj) not in commented:  # removing the statement would lose its comment: leave it
+            RemoveImportsVisitor.remove_unused_import(ctx, m, obj, asname)
     if add:
         module = AddImportsVisitor(ctx).transform_module(module)
     if remove:
         module = RemoveImportsVisitor(ctx).transform_module(module)
     return module
+
+
+def _commented_imports(module: cst.Module) -> set[tuple[str, str | None]]:
+    """(module, name) of the top-level import statements that carry a trailing comment."""
+    out: set[tuple[str, str | None]] = set()
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine) or stmt.trailing_whitespace.comment is None:
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.ImportFrom) and small.module is not None and not isinstance(small.names,
+                                                                                                 cst.ImportStar):
+                out |= {(_dotted(small.module) or "", _dotted(a.name)) for a in small.names}
+            elif isinstance(small, cst.Import):
+                out |= {(_dotted(a.name) or "", None) for a in small.names}
+    return out
 
 
 # -- many files -----------------------------------------------------------------------------------------

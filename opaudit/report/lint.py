@@ -27,7 +27,8 @@ def _rel(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def text(findings: list[Finding], errors: list[str], *, fixed: int = 0, unsafe_fixes: bool = False) -> str:
+def text(findings: list[Finding], errors: list[str], *, fixed: int = 0, unsafe_fixes: bool = False,
+         dry_run: bool = False) -> str:
     """``path:line:col: CODE [*] message`` per finding (``[*]``: `fix` applies it; ``[?]``: only with
     --unsafe-fixes), then a summary line."""
     lines = []
@@ -42,7 +43,7 @@ def text(findings: list[Finding], errors: list[str], *, fixed: int = 0, unsafe_f
     unsafe = sum(1 for f in findings if f.fixable and f.fix == "unsafe")
     summary = []
     if fixed:
-        summary.append(f"Fixed {fixed} finding{'s' if fixed != 1 else ''}.")
+        summary.append(f"{'Would fix' if dry_run else 'Fixed'} {fixed} finding{'s' if fixed != 1 else ''}.")
     if findings:
         summary.append(f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''}"
                        + (" remaining" if fixed else "") + ".")
