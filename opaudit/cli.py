@@ -114,6 +114,7 @@ class AuditOptions:
     csv: Path | None = None
     markdown: Path | None = None
     audit_json: Path | None = None
+    lint: list[Path] | None = None
 
     def outputs(self) -> dict[str, Path]:
         pairs = (("html", self.html), ("csv", self.csv), ("markdown", self.markdown), ("json", self.audit_json))
@@ -133,6 +134,23 @@ class AuditOptions:
             load_matrix(str(m))
         for path in self.outputs().values():
             check_writable(path)
+        for path in self.lint or []:
+            if not path.exists():
+                raise InputError(f"--lint {path}: no such file or directory")
+
+
+def _lint_for_report(result: Any, paths: list[Path]) -> list[dict[str, str]]:
+    """The lint findings of ``paths`` for the report, with the replacements of the first selected target's
+    vendor where the linter knows it (else the device-neutral ones)."""
+    from opaudit.lint import Settings, run, target_names
+    from opaudit.report.lint import _rel
+
+    vendor = result.verdicts[result.selected[0]].vendor if result.selected else ""
+    settings = Settings(target=vendor if vendor in target_names() else "neutral")
+    findings = run([str(p) for p in paths], settings).findings
+    out.print(f"lint ({settings.target}): {len(findings)} finding{'s' if len(findings) != 1 else ''} in "
+              f"{', '.join(str(p) for p in paths)}", markup=False, highlight=False)
+    return [{"code": f.code, "where": f"{_rel(f.path)}:{f.line}:{f.col}", "message": f.message} for f in findings]
 
 
 def _finish(trace: opaudit.Trace, json_path: Path | None, top: int | None, quiet: bool,
@@ -153,7 +171,8 @@ def _finish(trace: opaudit.Trace, json_path: Path | None, top: int | None, quiet
     targets = [*(opts.targets or []), *(str(m) for m in opts.matrices or [])] or None
     result = audit(trace, targets)
     render_audit(result, out)
-    for path in write_reports(result, {k: str(v) for k, v in opts.outputs().items()}):
+    findings = _lint_for_report(result, opts.lint) if opts.lint else None
+    for path in write_reports(result, {k: str(v) for k, v in opts.outputs().items()}, lint=findings):
         err.print(f"report written to {path}", style="green")
     if opts.fail_on is not None:
         failing = result.fails_on(opts.fail_on.value)
@@ -185,12 +204,14 @@ def scan(
     csv: Path | None = typer.Option(None, "--csv", help="Write one row per op x phase x target as CSV here."),
     markdown: Path | None = typer.Option(None, "--markdown", "--md", help="Write a Markdown summary here."),
     audit_json: Path | None = typer.Option(None, "--audit-json", help="Write the audit as JSON here."),
+    lint_paths: list[Path] | None = typer.Option(None, "--lint", help="Also lint these files or folders (repeatable);"
+                                                 " their findings join the HTML report."),
 ) -> None:
     """Trace every aten op a model hits (forward; with --train also backward and optimizer) and check it
     against each target."""
     from opaudit.trace.load import load_model_file
 
-    opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json)
+    opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json, lint_paths)
     with _errors(json_path):
         opts.check()
         spec = load_model_file(model)
@@ -227,12 +248,14 @@ def trace(
     csv: Path | None = typer.Option(None, "--csv", help="Write one row per op x phase x target as CSV here."),
     markdown: Path | None = typer.Option(None, "--markdown", "--md", help="Write a Markdown summary here."),
     audit_json: Path | None = typer.Option(None, "--audit-json", help="Write the audit as JSON here."),
+    lint_paths: list[Path] | None = typer.Option(None, "--lint", help="Also lint these files or folders (repeatable);"
+                                                 " their findings join the HTML report."),
 ) -> None:
     """Run an unmodified script under the recorder: opaudit trace [OPTIONS] -- script.py ARGS..."""
     from opaudit.trace.script import trace_script
 
     args = list(ctx.args)
-    opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json)
+    opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json, lint_paths)
     with _errors(json_path):
         opts.check()
         if not args:
@@ -260,9 +283,11 @@ def report(
     csv: Path | None = typer.Option(None, "--csv", help="Write one row per op x phase x target as CSV here."),
     markdown: Path | None = typer.Option(None, "--markdown", "--md", help="Write a Markdown summary here."),
     audit_json: Path | None = typer.Option(None, "--audit-json", help="Write the audit as JSON here."),
+    lint_paths: list[Path] | None = typer.Option(None, "--lint", help="Also lint these files or folders (repeatable);"
+                                                 " their findings join the HTML report."),
 ) -> None:
     """Check a saved trace against targets and write reports, without re-running the model."""
-    opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json)
+    opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json, lint_paths)
     with _errors():
         opts.check()
         t = opaudit.load_trace(trace_file)

@@ -72,3 +72,20 @@ def test_a_user_matrix_is_a_target(demo_trace, tmp_path):
     code, out, err = run_cli("report", str(demo_trace), "--matrix", str(matrix), "--fail-on", "missing")
     assert code == 1, err
     assert "chip@1.0" in out and "fails:" in out
+
+
+def test_lint_findings_join_the_html_report(demo_trace, tmp_path):
+    odd = tmp_path / "<b>odd.py"
+    odd.write_text("import torch\ntorch.cuda.synchronize()\n")
+    html = tmp_path / "r.html"
+    code, out, err = run_cli("report", str(demo_trace), "-t", "cambricon", "--lint", "examples/train_cuda.py",
+                             "--lint", str(odd), "--html", str(html))
+    assert code == 0, err
+    assert "lint (cambricon): 17 findings" in out
+    page = html.read_text()
+    table = page[page.index('id="lint"'):page.index("<h2>Trace</h2>")]
+    assert table.count("<tr>") == 1 + 17 and "examples/train_cuda.py:89:41" in table and "OA301" in table
+    assert "torch.mlu.set_device" in table  # the replacements of the audited vendor
+    assert "&lt;b&gt;odd.py:2:1" in table and "<b>odd" not in table  # file names are text
+    code, _, err = run_cli("report", str(demo_trace), "--lint", str(tmp_path / "missing.py"))
+    assert code == 2 and "--lint" in err
