@@ -222,6 +222,10 @@ class FileCheck(cst.CSTVisitor):
             replacement = self._through_torch_alias(replacement)
         if rule.fix in ("suggestion", "report") and replacement is not None:
             suggestion, replacement = suggestion or _code(replacement), None
+        if suggestion is not None:
+            alias = next((name for name, b in self.top_imports.items() if b.qualname == "torch"), "torch")
+            if alias != "torch":  # shown as the file would write it (import torch as t)
+                suggestion = _TORCH_NAME.sub(alias + ".", suggestion)
         statement = next((n for n in reversed(self.stack) if isinstance(n, (cst.SimpleStatementLine,
                                                                             cst.BaseCompoundStatement))), None)
         if node is not None and isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):

@@ -402,11 +402,13 @@ def _run(source: bytes, settings: Settings, path: str, *, fix: bool) -> FileResu
         # later passes need positions only to honour # noqa comments
         pairs = _findings(path, new_module, plan, new_module.code if noqa else None, noqa)
     if new_module is not module:
-        new_module = _fix_imports(new_module, add_imports, remove_imports)
+        # the backend package goes where the vendor guides put it (after the torch import), added below
+        new_module = _fix_imports(new_module, add_imports - {target.package}, remove_imports)
     # the rewritten code names the target's device or API (environment variable names do not need it)
     uses_device = extra is not None or any(_names_target(code, target) for code in applied)
-    imported = _imports_package(text, target.package) or target.package in add_imports
-    if uses_device and "OA001" in selected and target.package and not imported:
+    uses_device = uses_device or bool(target.package) and target.package in add_imports
+    if uses_device and target.package and not _imports_package(text, target.package) and \
+            ("OA001" in selected or target.package in add_imports):
         new_module = _add_backend_import(new_module, target.package)
         rule = cat.rules["OA001"]
         result.fixed.insert(0, extra or Finding(path, 1, 1, 1, 1, "OA001", f"{rule.summary}: add `import "
