@@ -242,11 +242,16 @@ class FileCheck(cst.CSTVisitor):
         code = _code(new)
         if not _TORCH_NAME.search(code):
             return new
+        # a module the file already names (import torch.distributed as dist) is reached through that name
+        for name, b in sorted(self.top_imports.items(), key=lambda nb: -len(nb[1].qualname)):
+            if b.qualname.startswith("torch.") and name != b.qualname:
+                code = re.sub(r"(?<![\w.\"'])" + re.escape(b.qualname) + r"\.", name + ".", code)
         alias = next((name for name, b in self.top_imports.items() if b.qualname == "torch"), None)
         if alias is None:
-            self.plan.add_imports.add("torch")
-            return new
-        return new if alias == "torch" else expr(_TORCH_NAME.sub(alias + ".", code))
+            if _TORCH_NAME.search(code):
+                self.plan.add_imports.add("torch")
+            return expr(code) if code != _code(new) else new
+        return expr(_TORCH_NAME.sub(alias + ".", code)) if alias != "torch" or code != _code(new) else new
 
     def _guarded_by(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The if / conditional expression whose test holds ``node``, if any."""
