@@ -602,7 +602,9 @@ def fix(
         for w in warnings:
             err.print(f"warning: {w}", style="yellow", markup=False, highlight=False, soft_wrap=True)
         fixed = sum(len(res.fixed) for res in results if res.changed)
-        remaining = [f for res in results for f in (res.findings if not res.changed else _remaining(res, settings))]
+        # with --diff the file on disk is the original: what remains is told at its original place
+        remaining = [f for res in results for f in (res.findings if not res.changed else
+                                                   _unfixed(res) if diff else _remaining(res, settings))]
         remaining += extra
         errors = [res.error for res in results if res.error]
         if statistics:
@@ -623,6 +625,11 @@ def _diff(diff_code: Any, res: Any) -> str:
 
     encoding = cst.parse_module(res.new).encoding
     return str(diff_code(res.old.decode(encoding), res.new.decode(encoding), 3, filename=res.path))
+
+
+def _unfixed(res: Any) -> list:
+    fixed = {(f.line, f.col, f.code) for f in res.fixed}
+    return [f for f in res.findings if (f.line, f.col, f.code) not in fixed]
 
 
 def _remaining(res: Any, settings: Any) -> list:
