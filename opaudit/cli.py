@@ -636,10 +636,7 @@ def _remaining(res: Any, settings: Any) -> list:
     """What is left in a fixed file: the findings of the fixed text (none when every finding was fixed)."""
     from opaudit.lint import lint_source
 
-    fixed = {(f.line, f.col, f.code) for f in res.fixed}
-    if all((f.line, f.col, f.code) in fixed for f in res.findings):
-        return []
-    return lint_source(res.new, settings, res.path).findings
+    return lint_source(res.new, settings, res.path).findings if _unfixed(res) else []
 
 
 @app.command("rules")

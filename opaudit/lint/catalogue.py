@@ -103,26 +103,18 @@ class Target:
         """What ``qualname`` (``torch.cuda.synchronize``) becomes here, or None when nothing does."""
         if qualname in self.api:
             new, gate = self.api[qualname]
-            if new and (not gate or version_at_least(min_torch, gate)):
-                return new
+            return new if new and version_at_least(min_torch, gate) else None
+        if self.keeps_cuda or self.only_api or self.neutral or not self.module:
             return None
-        if self.keeps_cuda or self.only_api:
-            return None
-        if self.neutral:
-            return None
-        if qualname.startswith("torch.cuda.") and self.module:
-            return self.module + qualname[len("torch.cuda"):]
-        return None
+        return self.module + qualname[len("torch.cuda"):] if qualname.startswith("torch.cuda.") else None
 
     def device_module_form(self, qualname: str, min_torch: str) -> str | None:
         """``torch.get_device_module().X`` for ``torch.cuda.X``: shown as a suggestion on the neutral target,
         never applied, since the device modules differ (torch.mps and torch.cpu lack most of torch.cuda:
         of its public names only Event, device_count, is_available and synchronize are in all of them)."""
-        return self._device_module(qualname, min_torch) if self.neutral and self.device_module else None
-
-    def _device_module(self, qualname: str, min_torch: str) -> str | None:
-        rest = qualname[len("torch.cuda."):]
-        if "." in rest or not version_at_least(min_torch, self.device_module_min_torch):
+        rest = qualname.removeprefix("torch.cuda.")
+        if not self.neutral or not self.device_module or rest == qualname or "." in rest or \
+                not version_at_least(min_torch, self.device_module_min_torch):
             return None  # torch.cuda.amp.X and friends have no get_device_module() twin
         return f"{self.device_module}.{rest}"
 

@@ -14,6 +14,7 @@ positions, honours ``# noqa``, and applies replacements by node identity.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
@@ -129,13 +130,11 @@ def with_value(node: cst.SimpleString, text: str) -> cst.SimpleString:
     return node.with_changes(value=node.value[:prefix_len] + quote + text + quote)
 
 
-class FileCheck(cst.CSTVisitor):
+class FileCheck:
     """One traversal of one module, every selected rule."""
 
     def __init__(self, module: cst.Module, target: Target, catalogue: Catalogue, selected: frozenset[str],
                  min_torch: str, source: bytes):
-        super().__init__()
-        self.module = module
         self.target = target
         self.rules = catalogue.rules
         self.selected = selected
@@ -147,9 +146,8 @@ class FileCheck(cst.CSTVisitor):
         self.current: cst.CSTNode | None = None  # the node whose handler runs
         self.plan = Plan()
         self.defines_cuda_method = b"def cuda(" in source
-        self.api_exact, self.api_prefix = _api_index(catalogue, selected, target.name)
-        self.modules = _module_index(catalogue, selected, target.name)
-        self.env_names, self.env_prefixes = _env_index(catalogue, selected, target.name)
+        self.api_exact, self.api_prefix, self.modules, self.env_names, self.env_prefixes = \
+            _indexes(catalogue, selected, target.name)
         self.acc = target.accelerator_expr(min_torch)
         for stmt in _top_level_statements(module.body):
             if isinstance(stmt, cst.SimpleStatementLine):
@@ -157,7 +155,8 @@ class FileCheck(cst.CSTVisitor):
                     if isinstance(small, (cst.Import, cst.ImportFrom)):
                         self._bind(small)
         self.top_imports = dict(self.imports)  # what module-level imports bind: visible in every function
-        self.guards: list[tuple[Report, cst.CSTNode]] = []  # (an is_available() rewrite, the if it guards)
+        # the file's module-level name for torch (import torch as t), if it has one
+        self.torch_alias = next((name for name, b in self.top_imports.items() if b.qualname == "torch"), None)
 
     # -- traversal ---------------------------------------------------------------------------------
     def walk(self, node: cst.CSTNode) -> None:
@@ -173,34 +172,11 @@ class FileCheck(cst.CSTVisitor):
         scoped = isinstance(node, (cst.FunctionDef, cst.Lambda))
         if scoped:
             self.shadows.append(_local_names(node))  # type: ignore[arg-type]
-        for name in _code_fields(type(node)):
-            value = getattr(node, name)
-            if isinstance(value, cst.CSTNode):
-                self.walk(value)
-            elif isinstance(value, (list, tuple)):
-                for item in value:
-                    if isinstance(item, cst.CSTNode):
-                        self.walk(item)
+        for child in _children(node):
+            self.walk(child)
         if scoped:
             self.shadows.pop()
         self.stack.pop()
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        handler = _HANDLERS.get(type(node))
-        if handler is not None:
-            handler(self, node)
-        self.stack.append(node)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self.stack.pop()
-
-    # LibCST calls these for every field of every node, to find visit_<Node>_<field> methods; there are none
-    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        return None
-
-    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-        return None
 
     @property
     def parent(self) -> cst.CSTNode | None:
@@ -222,10 +198,8 @@ class FileCheck(cst.CSTVisitor):
             replacement = self._through_torch_alias(replacement)
         if rule.fix in ("suggestion", "report") and replacement is not None:
             suggestion, replacement = suggestion or _code(replacement), None
-        if suggestion is not None:
-            alias = next((name for name, b in self.top_imports.items() if b.qualname == "torch"), "torch")
-            if alias != "torch":  # shown as the file would write it (import torch as t)
-                suggestion = _TORCH_NAME.sub(alias + ".", suggestion)
+        if suggestion is not None and self.torch_alias not in (None, "torch"):
+            suggestion = _TORCH_NAME.sub(f"{self.torch_alias}.", suggestion)  # as the file writes it
         statement = next((n for n in reversed(self.stack) if isinstance(n, (cst.SimpleStatementLine,
                                                                             cst.BaseCompoundStatement))), None)
         if node is not None and isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
@@ -246,23 +220,12 @@ class FileCheck(cst.CSTVisitor):
         for name, b in sorted(self.top_imports.items(), key=lambda nb: -len(nb[1].qualname)):
             if b.qualname.startswith("torch.") and name != b.qualname:
                 code = re.sub(r"(?<![\w.\"'])" + re.escape(b.qualname) + r"\.", name + ".", code)
-        alias = next((name for name, b in self.top_imports.items() if b.qualname == "torch"), None)
+        alias = self.torch_alias
         if alias is None:
             if _TORCH_NAME.search(code):
                 self.plan.add_imports.add("torch")
             return expr(code) if code != _code(new) else new
         return expr(_TORCH_NAME.sub(alias + ".", code)) if alias != "torch" or code != _code(new) else new
-
-    def _guarded_by(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        """The if / conditional expression whose test holds ``node``, if any."""
-        path = [*self.stack, node]
-        for i in range(len(path) - 2, -1, -1):
-            a = path[i]
-            if isinstance(a, (cst.If, cst.IfExp, cst.While)):
-                return a if path[i + 1] is a.test else None
-            if isinstance(a, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-                return None
-        return None
 
     def finish(self) -> None:
         """While a file still calls a CUDA-only API that nothing replaces, its CUDA probes stay CUDA probes:
@@ -338,7 +301,7 @@ class FileCheck(cst.CSTVisitor):
             return expr(root + new[len(bound.qualname):])  # through the name the file already has
         if bound is not None and (bound.obj is not None or bound.qualname.split(".")[0] != "torch"):
             self.plan.remove_imports.add((bound.module, bound.obj, bound.asname))  # removed only once unused
-        alias = next((name for name, b in self.top_imports.items() if b.qualname == "torch"), None)
+        alias = self.torch_alias
         if alias is not None and new.startswith("torch.") and not any(new.startswith(m + ".")
                                                                       for m in EXPLICIT_IMPORTS):
             return expr(alias + new[len("torch"):])  # the file's own `import torch` (as t) reaches it
@@ -391,20 +354,32 @@ def _code_fields(node_type: type) -> tuple[str, ...]:
                             for s in _SKIPPED_FIELDS))
 
 
+def _children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes directly under ``node`` that can hold code, in source order."""
+    for name in _code_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            yield from (item for item in value if isinstance(item, cst.CSTNode))
+
+
+def _subtree(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for child in _children(node):
+        yield from _subtree(child)
+
+
 def _path(top: cst.CSTNode | None, node: cst.CSTNode) -> list[cst.CSTNode]:
     """The nodes from ``top`` down to ``node``'s parent (empty when ``node`` is ``top`` or not under it)."""
     if top is None or top is node:
         return []
-    for name in _code_fields(type(top)):
-        value = getattr(top, name)
-        children = [value] if isinstance(value, cst.CSTNode) else \
-            [v for v in value if isinstance(v, cst.CSTNode)] if isinstance(value, (list, tuple)) else []
-        for child in children:
-            if child is node:
-                return [top]
-            below = _path(child, node)
-            if below:
-                return [top, *below]
+    for child in _children(top):
+        if child is node:
+            return [top]
+        below = _path(child, node)
+        if below:
+            return [top, *below]
     return []
 
 
@@ -447,38 +422,18 @@ def _top_level_statements(body: Any) -> Any:
 _INDEX_CACHE: dict[tuple, Any] = {}
 
 
-def _rules_for(catalogue: Catalogue, selected: frozenset[str], target: str) -> list[Rule]:
-    return [r for c, r in catalogue.rules.items() if c in selected and (not r.targets or target in r.targets)]
-
-
-def _api_index(catalogue: Catalogue, selected: frozenset[str], target: str) -> tuple[dict[str, str], dict[str, str]]:
-    key = ("api", selected, target)
+def _indexes(catalogue: Catalogue, selected: frozenset[str], target: str) -> tuple:
+    """The selected rules of a target, indexed by what they match: exact APIs, API prefixes (``x.*``),
+    imported modules, environment variable names and prefixes. Built once per selection and target."""
+    key = (id(catalogue), selected, target)
     if key not in _INDEX_CACHE:
-        exact: dict[str, str] = {}
-        prefix: dict[str, str] = {}
-        for r in _rules_for(catalogue, selected, target):
-            for a in r.apis:
-                if a.endswith(".*"):
-                    prefix[a[:-2]] = r.code
-                else:
-                    exact[a] = r.code
-        _INDEX_CACHE[key] = (exact, prefix)
-    return _INDEX_CACHE[key]
-
-
-def _module_index(catalogue: Catalogue, selected: frozenset[str], target: str) -> dict[str, str]:
-    key = ("modules", selected, target)
-    if key not in _INDEX_CACHE:
-        _INDEX_CACHE[key] = {m: r.code for r in _rules_for(catalogue, selected, target) for m in r.modules}
-    return _INDEX_CACHE[key]
-
-
-def _env_index(catalogue: Catalogue, selected: frozenset[str], target: str) -> tuple[dict[str, str], dict[str, str]]:
-    key = ("env", selected, target)
-    if key not in _INDEX_CACHE:
-        names = {n: r.code for r in _rules_for(catalogue, selected, target) for n in r.env}
-        prefixes = {p: r.code for r in _rules_for(catalogue, selected, target) for p in r.env_prefix}
-        _INDEX_CACHE[key] = (names, prefixes)
+        rules = [r for c, r in catalogue.rules.items() if c in selected and (not r.targets or target in r.targets)]
+        exact = {a: r.code for r in rules for a in r.apis if not a.endswith(".*")}
+        prefix = {a[:-2]: r.code for r in rules for a in r.apis if a.endswith(".*")}
+        modules = {m: r.code for r in rules for m in r.modules}
+        env_names = {n: r.code for r in rules for n in r.env}
+        env_prefixes = {p: r.code for r in rules for p in r.env_prefix}
+        _INDEX_CACHE[key] = (exact, prefix, modules, env_names, env_prefixes)
     return _INDEX_CACHE[key]
 
 
@@ -1291,19 +1246,6 @@ def _visit_ifexp(c: FileCheck, node: cst.IfExp) -> None:
         c.report(node, "OA106", c.rules["OA106"].summary, expr(f'{acc} or torch.device("{string_value(other)}")'))
         return
     c.report(device, "OA106", c.rules["OA106"].summary, with_value(device, c.device_text(m.group(1)) or ""))
-
-
-def _subtree(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out = [node]
-    for name in _code_fields(type(node)):
-        value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            out += _subtree(value)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                if isinstance(item, cst.CSTNode):
-                    out += _subtree(item)
-    return out
 
 
 def _visit_subscript(c: FileCheck, node: cst.Subscript) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,9 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from opaudit.errors import InputError
+from opaudit.files import write_atomic
 from opaudit.lint.catalogue import Catalogue, Target, catalogue, load_target
-from opaudit.lint.checks import FileCheck, Plan, Report
+from opaudit.lint.checks import FileCheck, Plan, Report, _code
 from opaudit.lint.checks import dotted as _dotted
 from opaudit.lint.findings import FileResult, Finding
 
@@ -62,8 +64,21 @@ class Settings:
     exclude: tuple[str, ...] = ()
 
     def resolved(self) -> tuple[Target, Catalogue, frozenset[str]]:
-        cat = catalogue()
-        return load_target(self.target), cat, cat.select(list(self.select), list(self.ignore), list(self.extend_select))
+        return _resolve(self)
+
+
+@cache
+def _resolve(settings: Settings) -> tuple[Target, Catalogue, frozenset[str]]:
+    """The target, the catalogue and the selected codes of ``settings`` (once per process, not per file)."""
+    cat = catalogue()
+    selected = cat.select(list(settings.select), list(settings.ignore), list(settings.extend_select))
+    return load_target(settings.target), cat, selected
+
+
+@cache
+def _triggers(settings: Settings) -> re.Pattern[bytes]:
+    target, cat, selected = _resolve(settings)
+    return triggers(cat, selected, target)
 
 
 def triggers(cat: Catalogue, selected: frozenset[str], target: Target) -> re.Pattern[bytes]:
@@ -197,7 +212,6 @@ class _Mismatch(Exception):
     pass
 
 
-
 def _body(block: Any) -> list:
     """The statements of an indented block (a one-line suite holds small statements: not paired)."""
     return [] if isinstance(block, cst.SimpleStatementSuite) else list(block.body)
@@ -276,10 +290,6 @@ def _findings(path: str, module: cst.Module, plan: Plan, text: str | None,
     return out
 
 
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
-
-
 class _Apply(cst.CSTTransformer):
     """Replace nodes by identity in one pass, descending only along the paths to them (a LibCST transform
     rebuilds every node it enters)."""
@@ -324,9 +334,12 @@ def _backend_import(path: str, code: str, target: Target, selected: frozenset[st
         return None
     if _imports_package(code, target.package):
         return None
-    rule = catalogue().rules["OA001"]
+    return _backend_finding(path, target)
+
+
+def _backend_finding(path: str, target: Target) -> Finding:
     note = target.note("OA001")
-    return Finding(path, 1, 1, 1, 1, "OA001", f"{rule.summary}: add `import {target.package}`"
+    return Finding(path, 1, 1, 1, 1, "OA001", f"{catalogue().rules['OA001'].summary}: add `import {target.package}`"
                    + (f" ({note})" if note else ""), "safe", f"import {target.package}")
 
 
@@ -354,7 +367,7 @@ def fix_source(source: bytes, settings: Settings, path: str = "<stdin>") -> File
 def _run(source: bytes, settings: Settings, path: str, *, fix: bool) -> FileResult:
     target, cat, selected = settings.resolved()
     result = FileResult(path, old=source if fix else None)
-    if not triggers(cat, selected, target).search(source):
+    if not _triggers(settings).search(source):
         result.skipped = True
         if fix:
             result.new = source
@@ -410,9 +423,7 @@ def _run(source: bytes, settings: Settings, path: str, *, fix: bool) -> FileResu
     if uses_device and target.package and not _imports_package(text, target.package) and \
             ("OA001" in selected or target.package in add_imports):
         new_module = _add_backend_import(new_module, target.package)
-        rule = cat.rules["OA001"]
-        result.fixed.insert(0, extra or Finding(path, 1, 1, 1, 1, "OA001", f"{rule.summary}: add `import "
-                                                 f"{target.package}`", "safe", f"import {target.package}"))
+        result.fixed.insert(0, extra or _backend_finding(path, target))
     new = new_module.bytes if new_module is not module else source
     if new != source:
         try:
@@ -572,18 +583,15 @@ def run(paths: Iterable[str | os.PathLike[str]], settings: Settings, *, fix: boo
         jobs: int | None = None) -> Run:
     """Lint (or, with ``fix``, fix) every Python file under ``paths``. With ``write`` the fixed files are
     written atomically, each only if its output parses; without it (``--diff``) nothing is written."""
-    settings.resolved()  # unknown target or selector: fail before any work
+    target, cat, selected = settings.resolved()  # unknown target or selector: fail before any work
     files, cu, warnings = collect(paths, settings.exclude)
     out = Run(warnings=warnings)
-    target, cat, selected = settings.resolved()
     if "OA804" in selected and not target.keeps_cuda:
         rule = cat.rules["OA804"]
         out.extra = [Finding(str(p), 1, 1, 1, 1, "OA804", f"{rule.summary}: {p.name}", "report") for p in cu]
     jobs = jobs or os.cpu_count() or 1
     for result in _map([(str(p), settings, fix) for p in files], jobs):
         if fix and write and result.changed:
-            from opaudit.files import write_atomic
-
             write_atomic(os.path.realpath(result.path), result.new or b"")
         out.files.append(result)
     return out
