@@ -149,6 +149,7 @@ class Audit:
     results: dict[str, list[Support]]  # target -> one Support per group
     caveats: dict[str, list[list[str]]]  # target -> per group, the caveats that apply
     verdicts: dict[str, Verdict]
+    fallback: list[Any] = field(default_factory=list)  # fallback.Stats of runs of the same code, if any
     _frame: pd.DataFrame | None = field(default=None, repr=False)
 
     # -- views -------------------------------------------------------------------------------------
@@ -236,12 +237,13 @@ class Audit:
 
 
 def audit(trace: Trace, targets: Sequence[str | Matrix] | None = None, *, landscape: bool = True,
-          db: Database | None = None) -> Audit:
+          db: Database | None = None, fallback: Sequence[Any] = ()) -> Audit:
     """Join ``trace`` with each target (default: the newest published release of every vendor).
 
     ``targets`` are names (``ascend@2.6.0.post5``, ``cambricon``, a matrix file) or Matrix objects;
     ``"all"`` names every release of every vendor. With ``landscape`` every other release of coverage_db
-    is resolved too (not selected), for the cross-vendor view.
+    is resolved too (not selected), for the cross-vendor view. ``fallback``: the statistics
+    (fallback.Stats) of runs of the same code with opaudit's fallback, shown beside the audit.
     """
     db = db or database()
     matrices: dict[str, Matrix] = {}
@@ -267,7 +269,7 @@ def audit(trace: Trace, targets: Sequence[str | Matrix] | None = None, *, landsc
         results[key] = [_status(m, g) for g in groups]
         caveats[key] = [_caveats(m, g) for g in groups]
     verdicts = {key: _verdict(m, groups, results[key], caveats[key], key in selected) for key, m in matrices.items()}
-    result = Audit(trace, groups, matrices, selected, results, caveats, verdicts)
+    result = Audit(trace, groups, matrices, selected, results, caveats, verdicts, list(fallback))
     for key in selected:
         _advise(result, key, db)
     return result

@@ -268,6 +268,72 @@ def trace(
         _finish(result, json_path, top, quiet, opts)
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def run(
+    ctx: typer.Context,
+    simulate: str | None = typer.Option(None, "--simulate", metavar="TARGET", help="Rehearse on the CPU as if on "
+                                        "TARGET (vendor or vendor@release): its device, its runtime calls, its op "
+                                        "matrix."),
+    fallback: str | None = typer.Option(None, "--fallback", metavar="TARGET", help="Run on the live device of "
+                                        "TARGET with opaudit's fallback kernels for the ops it lacks."),
+    strict: bool = typer.Option(False, "--strict", help="Simulation: an op the target lacks fails as on the device "
+                                "(else opaudit's fallback runs it)."),
+    check_numerics: bool = typer.Option(False, "--check-numerics", help="Compare every decomposed or fallen-back "
+                                        "op with the CPU reference; report the worst relative error per op."),
+    no_map_cuda: bool = typer.Option(False, "--no-map-cuda", help="Simulation: leave 'cuda' alone (by default an "
+                                     "unported CUDA script runs on the simulated device)."),
+    cpu_ops: list[str] | None = typer.Option(None, "--cpu", metavar="OP", help="Send this op to the CPU (repeatable)."),
+    forbid: list[str] | None = typer.Option(None, "--forbid", metavar="OP", help="Never fall back for this op: it "
+                                            "fails as on the device (repeatable)."),
+    module: bool = typer.Option(False, "-m", help="The target is a module name, as with python -m."),
+    stats_path: Path | None = typer.Option(None, "--stats", help="Write the fallback statistics as JSON here "
+                                           "(also written, partial, when the run fails)."),
+    html: Path | None = typer.Option(None, "--html", help="Trace the run too and write the HTML report, with "
+                                     "the fallback summary, here."),
+    audit_json: Path | None = typer.Option(None, "--audit-json", help="Trace the run too and write the audit, "
+                                           "with the fallback statistics, as JSON here."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the summary line."),
+) -> None:
+    """Run a script with the fallback: opaudit run --simulate ascend -- train.py ARGS..."""
+    from opaudit.fallback.script import RunFailed, run_script
+
+    args = list(ctx.args)
+    with _errors():
+        if not args:
+            raise OpauditError("no script given", hint="opaudit run --simulate ascend -- train.py --its --own --args")
+        outputs = {k: str(v) for k, v in (("html", html), ("json", audit_json)) if v is not None}
+        from opaudit.report import check_writable
+
+        for p in [*outputs.values(), *([str(stats_path)] if stats_path else [])]:
+            check_writable(p)
+        try:
+            result = run_script(args[0], args[1:], simulate=simulate, fallback=fallback, strict=strict,
+                                check_numerics=check_numerics, map_cuda=not no_map_cuda,
+                                force_cpu=tuple(cpu_ops or ()), forbid=tuple(forbid or ()),
+                                record=bool(outputs), module=module)
+        except RunFailed as e:
+            path = stats_path or Path("opaudit-fallback.partial.json")
+            e.stats.finish()
+            e.stats.save(path)
+            for line in e.stats.lines()[: 1 if quiet else None]:
+                err.print(line, markup=False, highlight=False, soft_wrap=True)
+            err.print(f"partial fallback statistics saved to {path}", style="yellow")
+            raise
+        lines = result.stats.lines()
+        for line in lines[: 1 if quiet else None]:
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
+        if stats_path:
+            result.stats.save(stats_path)
+            err.print(f"fallback statistics written to {stats_path}", style="green")
+        if outputs and result.trace is not None:
+            from opaudit.audit import audit
+            from opaudit.report import write_reports
+
+            a = audit(result.trace, [result.stats.target], fallback=[result.stats])
+            for p in write_reports(a, outputs):
+                err.print(f"report written to {p}", style="green")
+
+
 @app.command()
 def report(
     trace_file: Path = typer.Argument(..., help="A trace written by scan --json or trace --json."),

@@ -123,6 +123,7 @@ def to_json(a: Audit) -> dict[str, Any]:
         "ops": ops,
         "modules": {m: t for m, t in sorted(a.trace.modules.items()) if m in used_modules},
         "sources": {s: c for s, c in sorted(a.trace.sources.items()) if s in used_sources},
+        **({"fallback": [s.to_json() for s in a.fallback]} if a.fallback else {}),
     }
 
 
@@ -208,4 +209,9 @@ def markdown_text(a: Audit, *, top: int = 15) -> str:
                   "| vendor | natively | with CPU fallback |", "| --- | --- | --- |"]
         for vendor, o in oldest.items():
             lines.append(f"| {vendor} | {_md(o['native'] or 'none')} | {_md(o['runs'] or 'none')} |")
+    for st in a.fallback:
+        lines += ["", f"Fallback on {_code(st.target)} ({st.kind}):", "",
+                  "| op | path | calls | moved | ms |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {_code(o.op)} | {o.path} | {o.calls:,} | {o.bytes:,} B | {o.seconds * 1e3:.1f} |"
+                  for o in st.fallen_back()[:top]] or ["| (none: every op ran on the device) | | | | |"]
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from typing import Any
 from opaudit import __version__
 from opaudit.audit import VERDICTS, Audit, source_name
 from opaudit.data import data_dir
+from opaudit.fallback.stats import PATH_TEXT
 from opaudit.matrix.matrix import STATUSES
 
 TEMPLATE = "audit.html.j2"
@@ -98,4 +99,6 @@ def html_text(a: Audit, *, title: str | None = None, lint: Any = None) -> str:
         data_json=_script_json(payload(a)),
         version=__version__,
         lint=lint,
+        fallback=a.fallback,
+        path_text=PATH_TEXT,
     )

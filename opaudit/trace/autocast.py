@@ -11,7 +11,7 @@ removes the kernels, and torch's own are back.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
@@ -63,11 +63,17 @@ def _overload(key: str) -> torch._ops.OpOverload:
 
 
 class _Caster:
-    """The casts of one autocast region, with torch's cache of low-precision weight copies."""
+    """The casts of one autocast region, with torch's cache of low-precision weight copies (a copy is
+    reused while its weight is unchanged: same object, same version)."""
 
-    def __init__(self, low: torch.dtype):
-        self.low = low
-        self.cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    def __init__(self, low: torch.dtype | Callable[[], torch.dtype]):
+        self._low = low
+        self.cache: dict[int, tuple[torch.Tensor, int, torch.Tensor]] = {}
+
+    @property
+    def low(self) -> torch.dtype:
+        """The region's low precision (read at each call where it is the device's autocast dtype)."""
+        return self._low if isinstance(self._low, torch.dtype) else self._low()
 
     @staticmethod
     def eligible(t: Any) -> bool:
@@ -80,10 +86,10 @@ class _Caster:
             return t
         if dtype == self.low and t.dtype == torch.float32 and t.requires_grad and t.is_leaf and not t._is_view():
             hit = self.cache.get(id(t))
-            if hit is not None and hit[0] is t:
-                return hit[1]
+            if hit is not None and hit[0] is t and hit[1] == t._version:
+                return hit[2]
             out = t.to(dtype)
-            self.cache[id(t)] = (t, out)
+            self.cache[id(t)] = (t, t._version, out)
             return out
         return t.to(dtype)
 
@@ -96,15 +102,16 @@ class _Caster:
         return out
 
 
-def _kernel(op: torch._ops.OpOverload, policy: str, caster: _Caster, target=None):
+def _kernel(op: torch._ops.OpOverload, policy: str, caster: _Caster, target=None,
+            exclude: torch._C.DispatchKeySet = _EXCLUDE):
     if policy == "lower_precision_fp":
         def k(*args, **kwargs):
-            with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
+            with torch._C._ExcludeDispatchKeyGuard(exclude):
                 return op(*(caster.cast(a, caster.low) for a in args),
                           **{n: caster.cast(v, caster.low) for n, v in kwargs.items()})
     elif policy == "fp32":
         def k(*args, **kwargs):
-            with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
+            with torch._C._ExcludeDispatchKeyGuard(exclude):
                 return op(*(caster.cast(a, torch.float32) for a in args),
                           **{n: caster.cast(v, torch.float32) for n, v in kwargs.items()})
     elif policy == "fp32_set_opt_dtype":
@@ -112,7 +119,7 @@ def _kernel(op: torch._ops.OpOverload, policy: str, caster: _Caster, target=None
         pos = names.index("dtype") if "dtype" in names else None
 
         def k(*args, **kwargs):
-            with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
+            with torch._C._ExcludeDispatchKeyGuard(exclude):
                 if args and caster.eligible(args[0]):
                     if pos is not None and len(args) > pos:
                         if args[pos] is None:
@@ -124,7 +131,7 @@ def _kernel(op: torch._ops.OpOverload, policy: str, caster: _Caster, target=None
         schema = op._schema.arguments
 
         def k(*args, **kwargs):
-            with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
+            with torch._C._ExcludeDispatchKeyGuard(exclude):
                 full = list(args)
                 for a in schema[len(args):]:
                     full.append(kwargs.get(a.name, a.default_value))
@@ -132,7 +139,7 @@ def _kernel(op: torch._ops.OpOverload, policy: str, caster: _Caster, target=None
                 return target(*full, dtype=out_type)
     elif policy == "promote":
         def k(*args, **kwargs):
-            with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
+            with torch._C._ExcludeDispatchKeyGuard(exclude):
                 to = caster.widest((*args, *kwargs.values()))
                 return op(*(caster.cast(a, to) for a in args),
                           **{n: caster.cast(v, to) for n, v in kwargs.items()})
@@ -148,15 +155,21 @@ def _kernel(op: torch._ops.OpOverload, policy: str, caster: _Caster, target=None
 
 
 class CudaAutocast:
-    """Installs CUDA's autocast policy on the AutocastCPU key while it is installed (see module doc)."""
+    """Installs CUDA's autocast policy on an autocast key (AutocastCPU; a simulated device's
+    AutocastPrivateUse1, whose low precision is the device's autocast dtype: ``low``) while it is
+    installed (see module doc)."""
 
-    def __init__(self, dtype: torch.dtype):
+    def __init__(self, dtype: torch.dtype, *, key: str = "AutocastCPU",
+                 low: Callable[[], torch.dtype] | None = None):
         self.dtype = dtype
+        self.key = key
         self.policy = cuda_policy()
-        self.caster = _Caster(dtype)
+        self.caster = _Caster(low or dtype)
         self._lib: torch.library.Library | None = None
 
-    def install(self) -> None:
+    def install(self, *, fallthrough_others: bool = True) -> None:
+        """Register the policy's kernels; with ``fallthrough_others``, the key's other registered
+        kernels (torch's own CPU policy) step aside."""
         lib = torch.library.Library("aten", "IMPL")
         ours = set()
         with warnings.catch_warnings():
@@ -164,11 +177,12 @@ class CudaAutocast:
             for key, policy in self.policy.ops.items():
                 op = _overload(key)
                 target = _overload(_key(self.policy.append_dtype[key])) if policy == "fp32_append_dtype" else None
-                lib.impl(key.removeprefix("aten::"), _kernel(op, policy, self.caster, target), "AutocastCPU")
+                exclude = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, self.key))
+                lib.impl(key.removeprefix("aten::"), _kernel(op, policy, self.caster, target, exclude), self.key)
                 ours.add(key)
-            for key in torch._C._dispatch_get_registrations_for_dispatch_key("AutocastCPU"):
+            for key in torch._C._dispatch_get_registrations_for_dispatch_key(self.key) if fallthrough_others else ():
                 if key.startswith("aten::") and key not in ours:
-                    lib.impl(key.removeprefix("aten::"), torch.library.fallthrough_kernel, "AutocastCPU")
+                    lib.impl(key.removeprefix("aten::"), torch.library.fallthrough_kernel, self.key)
         self._lib = lib
 
     def uninstall(self) -> None:

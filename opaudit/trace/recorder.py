@@ -34,6 +34,8 @@ from opaudit.trace.choices import ChoiceWatch
 from opaudit.trace.scalars import ScalarOracle
 
 Tensor = torch.Tensor
+# the caller of the dispatch: _getframe(0).f_back, since _getframe(1) raises on an autograd device thread,
+# where __torch_dispatch__ is the first Python frame
 _getframe = sys._getframe
 _grad_enabled = torch._C.is_grad_enabled
 _current_node = torch._C._current_autograd_node
@@ -332,17 +334,17 @@ class _OpRecorder(TorchDispatchMode):
             kwargs = {}
         info = self._info(func)
         if info is not None and info[0] == _RECORD:
-            self._add(info[1], info[2], args, kwargs, _getframe(1))
+            self._add(info[1], info[2], args, kwargs, _getframe(0).f_back)
             return info[3](*args, **kwargs)
         rec = self.rec
         if info is None:
             info = rec.describe(func, args)
         what = info[0]
         if what == _RECORD:
-            self._add(info[1], info[2], args, kwargs, _getframe(1))
+            self._add(info[1], info[2], args, kwargs, _getframe(0).f_back)
             return func(*args, **kwargs)
         if what == _META_FAST:
-            self._add(info[1], info[2], args, kwargs, _getframe(1))
+            self._add(info[1], info[2], args, kwargs, _getframe(0).f_back)
             result = _meta_fast_path(func)(args, kwargs)
             return func(*args, **kwargs) if result is _SLOW else result
         rec.noise += what != _SCALAR
@@ -352,9 +354,9 @@ class _OpRecorder(TorchDispatchMode):
             rec.exit_record_function()
         elif what == _SCALAR:
             # .item(): a data-dependent read, which meta and fake tensors cannot answer
-            self._add(info[1], info[2], args, kwargs, _getframe(1))
+            self._add(info[1], info[2], args, kwargs, _getframe(0).f_back)
             if rec.oracle is not None:
-                return rec.oracle.item(func, args, kwargs, _getframe(1))
+                return rec.oracle.item(func, args, kwargs, _getframe(0).f_back)
         return func(*args, **kwargs)
 
 

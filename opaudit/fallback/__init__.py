@@ -1,0 +1,33 @@
+"""fallback/: run what a target lacks -> kernels, a CPU simulator, statistics.
+
+>>> with opaudit.fallback.install("ascend") as fb:          # on a machine with torch_npu   # doctest: +SKIP
+...     train_step()
+>>> with opaudit.fallback.simulate("ascend@2.6.0.post5", strict=True) as sim:   # on a CPU  # doctest: +SKIP
+...     train_step()
+>>> print("\\n".join(sim.stats.lines()))                                                   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from opaudit.fallback.stats import PATH_TEXT, PATHS, OpStat, Stats
+
+# the rest imports torch: loaded on first use, so that reports read statistics without it
+_LAZY = {"Chooser": "choose", "decomposition": "choose", "FallbackFailed": "install", "Installation": "install",
+         "current": "install", "install": "install", "uninstall": "install", "SimTensor": "simulate",
+         "SimulatedMissing": "simulate", "Simulator": "simulate", "simulate": "simulate", "run_script": "script",
+         "RunFailed": "script"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"opaudit.fallback.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'opaudit.fallback' has no attribute {name!r}")
+
+__all__ = ["PATHS", "PATH_TEXT", "Chooser", "FallbackFailed", "Installation", "OpStat", "SimTensor",
+           "SimulatedMissing", "Simulator", "Stats", "current", "decomposition", "install", "simulate", "uninstall",
+           "run_script", "RunFailed"]

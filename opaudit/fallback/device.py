@@ -1,0 +1,471 @@
+"""The simulated device as a script sees it: ``torch.npu`` and friends, collectives, autocast, and other
+device types mapped onto it.
+
+- ``SimDevice``: the device module a plugin registers (``torch.npu``): availability, device count,
+  current device, ``set_device``, ``synchronize``, memory queries, RNG seeding, events and streams
+  (host-timed), ``amp.autocast`` / ``amp.GradScaler``, ``get_amp_supported_dtype``.
+- the target's collective backend name (``hccl``, ``cncl``, ... from rules/targets/) is registered for a
+  single process: ``init_process_group("hccl")`` gets a process group of one rank, whose collectives
+  are the identity they are for one rank. More ranks are refused.
+- autocast on the device follows CUDA's policy, as the plugins copy it (trace.autocast).
+- ``DeviceMap``: device types the script names that are not the simulated one (``cuda`` when an
+  unported script is rehearsed; a built-in type such as ``xpu``, which cannot be given to PrivateUse1)
+  are mapped onto it: device arguments of every torch call, ``Tensor.cuda()``, ``torch.cuda.*``,
+  ``torch.autocast("cuda")``, ``GradScaler("cuda")`` and ``init_process_group("nccl")``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import types
+from collections.abc import Callable
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+if TYPE_CHECKING:
+    from opaudit.fallback.simulate import Simulator
+
+_TOTAL_MEMORY = 64 * 2**30  # what memory queries report as the device's size (no real device to ask)
+
+
+def _state():
+    from opaudit.fallback import simulate
+
+    return simulate._device
+
+
+class _Event:
+    """A device event timed on the host (the simulated device runs synchronously)."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        self.t: float | None = None
+
+    def record(self, stream: Any = None) -> None:
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+    def wait(self, stream: Any = None) -> None:
+        pass
+
+    def elapsed_time(self, end: _Event) -> float:
+        if self.t is None or end.t is None:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        return (end.t - self.t) * 1000.0
+
+
+class _Stream:
+    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any):
+        self.device = device
+
+    def synchronize(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+    def wait_stream(self, other: Any) -> None:
+        pass
+
+    def wait_event(self, event: Any) -> None:
+        pass
+
+    def record_event(self, event: Any = None) -> _Event:
+        e = event or _Event()
+        e.record()
+        return e
+
+    def __enter__(self) -> _Stream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+class SimDevice(types.ModuleType):
+    """``torch.<device>`` of the simulated device (module doc)."""
+
+    Event = _Event
+    Stream = _Stream
+
+    def __init__(self, name: str):
+        super().__init__(f"torch.{name}")
+        self.__doc__ = f"the simulated {name} device (opaudit.fallback.simulate)"
+        self.device_name = name
+        self.amp = types.SimpleNamespace(autocast=self._autocast, GradScaler=self._grad_scaler)
+
+    # availability and devices
+    def is_available(self) -> bool:
+        return True
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def init(self) -> None:
+        pass
+
+    def _lazy_init(self) -> None:
+        pass
+
+    def _is_in_bad_fork(self) -> bool:
+        return False
+
+    def device_count(self) -> int:
+        return _state().count
+
+    def current_device(self) -> int:
+        return _state().current
+
+    def set_device(self, device: Any) -> None:
+        index = device if isinstance(device, int) else torch.device(device).index
+        if index is None:
+            return
+        if not 0 <= index < _state().count:
+            raise RuntimeError(f"{self.device_name}: invalid device ordinal {index} (device count {_state().count})")
+        _state().current = index
+
+    @contextmanager
+    def device(self, device: Any):
+        before = _state().current
+        self.set_device(device)
+        try:
+            yield
+        finally:
+            _state().current = before
+
+    def synchronize(self, device: Any = None) -> None:
+        pass
+
+    def get_device_name(self, device: Any = None) -> str:
+        return f"{self.device_name} (simulated by opaudit)"
+
+    def get_device_properties(self, device: Any = None) -> Any:
+        return types.SimpleNamespace(name=self.get_device_name(), total_memory=_TOTAL_MEMORY,
+                                     multi_processor_count=1, type=self.device_name)
+
+    def get_device_capability(self, device: Any = None) -> None:
+        return None
+
+    # memory
+    def memory_allocated(self, device: Any = None) -> int:
+        from opaudit.fallback.simulate import memory_allocated
+
+        return memory_allocated()
+
+    def max_memory_allocated(self, device: Any = None) -> int:
+        self.memory_allocated()
+        return _state().peak
+
+    def memory_reserved(self, device: Any = None) -> int:
+        return self.memory_allocated()
+
+    def max_memory_reserved(self, device: Any = None) -> int:
+        return self.max_memory_allocated()
+
+    def reset_peak_memory_stats(self, device: Any = None) -> None:
+        _state().peak = 0
+
+    reset_max_memory_allocated = reset_peak_memory_stats
+
+    def empty_cache(self) -> None:
+        pass
+
+    def mem_get_info(self, device: Any = None) -> tuple[int, int]:
+        return _TOTAL_MEMORY - self.memory_allocated(), _TOTAL_MEMORY
+
+    def memory_stats(self, device: Any = None) -> dict[str, int]:
+        now = self.memory_allocated()
+        return {"allocated_bytes.all.current": now, "allocated_bytes.all.peak": _state().peak}
+
+    # random numbers: the data lives on the CPU, so does its generator
+    # (torch.manual_seed calls these too: they seed the CPU generator alone, never torch.manual_seed)
+    def manual_seed(self, seed: int) -> None:
+        torch.default_generator.manual_seed(int(seed))
+
+    def manual_seed_all(self, seed: int) -> None:
+        torch.default_generator.manual_seed(int(seed))
+
+    def seed(self) -> None:
+        torch.default_generator.seed()
+
+    seed_all = seed
+
+    def initial_seed(self) -> int:
+        return torch.initial_seed()
+
+    def get_rng_state(self, device: Any = None) -> torch.Tensor:
+        return torch.get_rng_state()
+
+    def set_rng_state(self, state: torch.Tensor, device: Any = None) -> None:
+        torch.set_rng_state(state)
+
+    def get_rng_state_all(self) -> list[torch.Tensor]:
+        return [torch.get_rng_state()]
+
+    def set_rng_state_all(self, states: list[torch.Tensor]) -> None:
+        torch.set_rng_state(states[0])
+
+    # streams
+    def current_stream(self, device: Any = None) -> _Stream:
+        return _Stream(device)
+
+    default_stream = current_stream
+
+    def stream(self, stream: Any = None) -> Any:
+        return stream if stream is not None else _Stream()
+
+    def set_stream(self, stream: Any) -> None:
+        pass
+
+    # mixed precision
+    def get_amp_supported_dtype(self) -> list[torch.dtype]:
+        return [torch.float16, torch.bfloat16]
+
+    def is_bf16_supported(self, including_emulation: bool = True) -> bool:
+        return True
+
+    def _autocast(self, enabled: bool = True, dtype: torch.dtype = torch.float16, cache_enabled: bool = True):
+        return torch.autocast(self.device_name, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    def _grad_scaler(self, *args: Any, **kwargs: Any) -> Any:
+        return torch.amp.GradScaler(self.device_name, *args, **kwargs)
+
+
+# -- entering a simulation: each step returns how to undo it ---------------------------------------------
+
+
+def enter(sim: Simulator) -> list[Callable[[], None]]:
+    undo: list[Callable[[], None]] = []
+    undo.append(_foreach(sim))
+    undo.append(_autocast(sim))
+    undo.append(_collectives(sim))
+    undo.append(_plugin_module(sim))
+    undo.append(_pinning())
+    if sim.aliases:
+        undo.append(_map_devices(sim))
+    return undo
+
+
+def _plugin_module(sim: Simulator) -> Callable[[], None]:
+    """``import torch_npu`` works in the rehearsal: the plugin's import gets a stand-in whose device
+    module is the simulated one (only where the real plugin is not installed)."""
+    import importlib.util
+    import sys
+
+    name = sim.release.import_name
+    if not name or name in sys.modules or importlib.util.find_spec(name) is not None:
+        return lambda: None
+    stub = types.ModuleType(name, f"a stand-in for {name} in a simulation of {sim.target} (opaudit)")
+    setattr(stub, sim.device_type, getattr(torch, sim.name))
+    stub.__version__ = sim.release.name  # type: ignore[attr-defined]
+    sys.modules[name] = stub
+
+    def undo() -> None:
+        if sys.modules.get(name) is stub:
+            del sys.modules[name]
+    return undo
+
+
+def _pinning() -> Callable[[], None]:
+    """Pinned host memory (``pin_memory=True`` in a DataLoader) needs the device's pinned allocator, which
+    a Python-registered device cannot provide; the host is the device here, so pinning is the identity."""
+    original = torch.Tensor.pin_memory
+
+    def pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
+        return self
+
+    torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign,assignment]
+
+    def undo() -> None:
+        torch.Tensor.pin_memory = original  # type: ignore[method-assign]
+    return undo
+
+
+def _foreach(sim: Simulator) -> Callable[[], None]:
+    """torch.optim takes its foreach path only for plain tensors: let it take it on the device when the
+    target's device type is one it takes it on (audit.FOREACH_DEVICES, and every PrivateUse1 device)."""
+    from torch.optim import optimizer
+
+    from opaudit.audit import FOREACH_DEVICES
+    from opaudit.fallback.simulate import SimTensor
+
+    types_ = optimizer._foreach_supported_types
+    if sim.release.device_type not in FOREACH_DEVICES and sim.release.dispatch_key != "PrivateUse1":
+        return lambda: None
+    types_.append(SimTensor)
+    return lambda: types_.remove(SimTensor) if SimTensor in types_ else None
+
+
+def _autocast(sim: Simulator) -> Callable[[], None]:
+    from opaudit.trace.autocast import CudaAutocast
+
+    name = sim.name
+    policy = CudaAutocast(torch.float16, key="AutocastPrivateUse1", low=lambda: torch.get_autocast_dtype(name))
+    policy.install(fallthrough_others=False)
+    return policy.uninstall
+
+
+def _backend_names(sim: Simulator) -> list[str]:
+    from opaudit.lint.catalogue import load_target, target_names
+
+    names = []
+    vendor = sim.release.vendor
+    if vendor in target_names() and load_target(vendor).dist_backend:
+        names.append(load_target(vendor).dist_backend)
+    if "cuda" in sim.aliases:
+        names.append("nccl")
+    return names
+
+
+def _collectives(sim: Simulator) -> Callable[[], None]:
+    if not torch.distributed.is_available():
+        return lambda: None
+    import torch.distributed as dist
+    from torch._C._distributed_c10d import FakeProcessGroup
+
+    def create(common_opts: Any, backend_opts: Any) -> Any:
+        if common_opts.group_size != 1:
+            raise RuntimeError(f"a simulated {sim.target} runs one process: world size {common_opts.group_size} "
+                               "cannot be rehearsed (run the script with one process)")
+        return FakeProcessGroup._create_internal(  # type: ignore[call-arg]
+            common_opts.group_rank, common_opts.group_size, backend_opts)
+
+    names = _backend_names(sim)
+    for name in names:
+        if name == "nccl" or hasattr(dist.Backend, name.upper()):
+            continue
+        dist.Backend.register_backend(name, create, extended_api=True, devices=[sim.name, "cpu"])
+    original = dist.init_process_group
+
+    def init_process_group(backend: Any = None, init_method: Any = None, timeout: Any = None, world_size: int = -1,
+                           rank: int = -1, store: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(backend, str) and backend.lower() == "nccl" and "cuda" in sim.aliases:
+            backend = next((n for n in names if n != "nccl"), None) or "fake"
+        if isinstance(backend, str) and backend.lower() not in names and backend.lower() != "fake":
+            known = ", ".join(names) or "none"
+            raise RuntimeError(f"backend {backend!r} is not the collective backend of {sim.target} (known: {known})")
+        if store is None and init_method is None and "MASTER_ADDR" not in os.environ:
+            store = dist.HashStore()
+            world_size = 1 if world_size == -1 else world_size
+            rank = 0 if rank == -1 else rank
+        return original(backend, init_method, timeout or timedelta(minutes=5), world_size, rank, store,
+                        *args, **kwargs)
+
+    dist.init_process_group = init_process_group
+
+    def undo() -> None:
+        dist.init_process_group = original
+    return undo
+
+
+# -- other device types onto the simulated one ---------------------------------------------------------
+
+
+class DeviceMap(TorchFunctionMode):
+    """Device arguments naming a mapped type (``"cuda:1"``, ``torch.device("cuda")``) name the simulated
+    device instead, in every torch function and Tensor method call."""
+
+    def __init__(self, aliases: frozenset[str], name: str):
+        super().__init__()
+        self.name = name
+        self._pattern = re.compile(r"^(?:" + "|".join(map(re.escape, sorted(aliases))) + r")(:\d+)?$")
+        self.aliases = aliases
+
+    def _map(self, x: Any) -> Any:
+        t = type(x)
+        if t is str:
+            m = self._pattern.match(x)
+            return self.name + (m.group(1) or "") if m else x
+        if t is torch.device and x.type in self.aliases:
+            return torch.device(self.name, x.index)
+        return x
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+        m = self._map
+        args = tuple(m(a) for a in args)
+        if kwargs:
+            kwargs = {k: m(v) for k, v in kwargs.items()}
+        return func(*args, **(kwargs or {}))
+
+
+def _map_devices(sim: Simulator) -> Callable[[], None]:
+    from opaudit.fallback.simulate import setup_device
+
+    setup_device(sim.name)
+    module = getattr(torch, sim.name)
+    restore: list[tuple[Any, str, Any]] = []
+
+    def patch(holder: Any, attr: str, value: Any) -> None:
+        restore.append((holder, attr, getattr(holder, attr, _MISSING)))
+        setattr(holder, attr, value)
+
+    name = sim.name
+
+    def to_device(self: torch.Tensor, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> torch.Tensor:
+        index = device if isinstance(device, int) else (torch.device(device).index if device is not None else None)
+        return self.to(torch.device(name, index if index is not None else module.current_device()),
+                       non_blocking=non_blocking)
+
+    for alias in sorted(sim.aliases):
+        if hasattr(torch.Tensor, alias):
+            patch(torch.Tensor, alias, to_device)
+        if hasattr(torch.nn.Module, alias):
+            patch(torch.nn.Module, alias, lambda self, device=None: self._apply(lambda t: to_device(t, device)))
+        holder = getattr(torch, alias, None)
+        if isinstance(holder, types.ModuleType):
+            for attr in dir(SimDevice):
+                if attr.startswith("__") or attr in ("Event", "Stream"):
+                    continue
+                if hasattr(holder, attr):  # a function of its own per place (torch._dynamo keys its rules by object)
+                    patch(holder, attr, _forward(getattr(module, attr)))
+            for attr in ("Event", "Stream"):
+                if hasattr(holder, attr):
+                    patch(holder, attr, getattr(SimDevice, attr))
+            amp = getattr(holder, "amp", None)
+            if isinstance(amp, types.ModuleType):
+                patch(amp, "autocast", module.amp.autocast)
+                patch(amp, "GradScaler", module.amp.GradScaler)
+    autocast_cls = torch.amp.autocast_mode.autocast
+    original_init = autocast_cls.__init__
+
+    def autocast_init(self: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
+        original_init(self, name if device_type in sim.aliases else device_type, *args, **kwargs)
+
+    patch(autocast_cls, "__init__", autocast_init)
+    scaler_cls = torch.amp.GradScaler
+    scaler_init = scaler_cls.__init__
+
+    def grad_scaler_init(self: Any, device: str = "cuda", *args: Any, **kwargs: Any) -> None:
+        scaler_init(self, name if device in sim.aliases else device, *args, **kwargs)
+
+    patch(scaler_cls, "__init__", grad_scaler_init)
+    mode = DeviceMap(sim.aliases, name)
+    mode.__enter__()
+
+    def undo() -> None:
+        mode.__exit__(None, None, None)
+        for holder, attr, value in reversed(restore):
+            if value is _MISSING:
+                delattr(holder, attr)
+            else:
+                setattr(holder, attr, value)
+    return undo
+
+
+_MISSING = object()
+
+
+def _forward(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+    return call

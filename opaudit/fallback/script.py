@@ -1,0 +1,122 @@
+"""Running an unmodified script with the fallback: ``opaudit run --simulate ascend script.py ARGS...``.
+
+The script runs as ``__main__`` with its own argv, under a simulation of the target (simulate.Simulator)
+or with fallback kernels installed on the live device (install.install). With ``record``, the ops the
+script issues are traced as well, so that the run yields an Audit with its fallback statistics attached
+(the HTML report's fallback section).
+
+Whatever happens, the statistics gathered so far come back: a script that raises, an op the target
+lacks under ``strict``, a fallback that itself fails. The error names the op, the target and the user's
+source line.
+"""
+
+from __future__ import annotations
+
+import runpy
+from contextlib import AbstractContextManager, ExitStack, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opaudit.errors import InputError, OpauditError, UserCodeError, describe_exception, user_frames
+from opaudit.fallback.stats import Stats
+
+
+class RunFailed(UserCodeError):
+    """The script did not complete; ``stats`` holds what the fallback counted until then."""
+
+    def __init__(self, message: str, *, stats: Stats, details: str | None = None, hint: str | None = None,
+                 partial: Any = None):
+        super().__init__(message, details=details, hint=hint, partial=partial)
+        self.stats = stats
+
+
+@dataclass
+class RunResult:
+    stats: Stats
+    trace: Any = None  # a Trace when recorded
+    exit_code: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None = None, fallback: str | None = None,
+               strict: bool = False, check_numerics: bool = False, map_cuda: bool = True,
+               force_cpu: tuple[str, ...] = (), forbid: tuple[str, ...] = (), record: bool = False,
+               module: bool = False) -> RunResult:
+    """Run ``path`` (or a module with ``module``) under ``simulate=TARGET`` or ``fallback=TARGET``."""
+    from opaudit.fallback import install as live
+    from opaudit.fallback.install import FallbackFailed
+    from opaudit.fallback.simulate import SimulatedMissing, Simulator
+    from opaudit.trace.script import _argv_and_path
+
+    if (simulate is None) == (fallback is None):
+        raise InputError("give one of --simulate TARGET (a CPU rehearsal) or --fallback TARGET (the live device)")
+    argv = list(argv or [])
+    if module:
+        import importlib.util
+
+        if importlib.util.find_spec(path) is None:
+            raise InputError(f"no module named {path!r}")
+        path0, shown = str(Path.cwd()), path
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise InputError(f"script not found: {path}")
+        path0, shown = str(p.resolve().parent), str(p)
+    ctx: Any
+    if simulate is not None:
+        ctx = Simulator(simulate, strict=strict, check_numerics=check_numerics,
+                        map_devices=("cuda",) if map_cuda else (), force_cpu=force_cpu, forbid=forbid)
+    else:
+        assert fallback is not None
+        ctx = live.install(fallback, force_cpu=force_cpu, forbid=forbid, check_numerics=check_numerics)
+    stats: Stats = ctx.stats
+    recorder: AbstractContextManager[Any] = nullcontext()
+    rec = None
+    if record:
+        from opaudit.trace.run import Recorder
+
+        rec = Recorder(source={"kind": "script", "path": shown, "argv": argv, "module": module})
+        recorder = rec
+    failure: BaseException | None = None
+    code = 0
+    try:
+        with ExitStack() as stack:
+            stack.enter_context(_argv_and_path([shown, *argv], path0))
+            stack.enter_context(ctx)
+            stack.enter_context(recorder)
+            if module:
+                runpy.run_module(path, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(shown, run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            failure, code = e, e.code if isinstance(e.code, int) else 1
+    except KeyboardInterrupt:
+        raise
+    except OpauditError:
+        raise
+    except Exception as e:
+        failure = e
+    trace = rec.trace if rec is not None else None
+    if failure is None:
+        return RunResult(stats, trace, code)
+    target = stats.target
+    if isinstance(failure, SimulatedMissing):
+        msg = f"{shown} stopped on {target} (--strict): {str(failure).split(' This could be')[0]}"
+        hint = _hint(failure)
+    elif isinstance(failure, FallbackFailed) or isinstance(failure.__cause__, FallbackFailed):
+        cause = failure if isinstance(failure, FallbackFailed) else failure.__cause__
+        msg, hint = str(cause), "send the op to the CPU (--cpu OP) or forbid its fallback (--forbid OP)"
+    elif isinstance(failure, SystemExit):
+        msg, hint = f"{shown} exited with status {failure.code!r} under {target}", None
+    else:
+        msg, hint = f"{shown} failed under {target}: {describe_exception(failure)}", None
+    raise RunFailed(msg, stats=stats, details=user_frames(failure), hint=hint, partial=None) from None
+
+
+def _hint(e: BaseException) -> str:
+    text = str(e)
+    if "[simulated" in text:
+        text = text[text.index("[simulated") + 1:].rstrip("]")
+    return f"{text}; without --strict opaudit's fallback runs it (and counts it)"

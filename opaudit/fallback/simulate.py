@@ -1,0 +1,490 @@
+"""A CPU rehearsal of a target: ``with opaudit.fallback.simulate("ascend@2.6.0.post5"):``.
+
+Tensors on the simulated device are ``SimTensor``s: wrapper tensors whose device is the target's
+(``npu:0``; PrivateUse1 renamed, as the vendor's plugin does) and whose data is a CPU tensor. Autograd,
+``nn.Parameter``, optimizers and autocast see a device tensor; every op below autograd reaches
+``SimTensor.__torch_dispatch__`` in the functional form a backend receives, and is held to the
+target's matrix (opaudit.matrix):
+
+- ``native``, ``composite`` (and ``unknown``, where the data says nothing) run on the CPU data;
+- ``cpu_fallback`` runs and is counted as the vendor's fallback counts it (the bytes it would copy to the
+  host and back; the vendor's warning, once per op);
+- ``missing`` raises the error a plugin raises (``strict``), or goes through opaudit's fallback
+  (choose.Chooser: a decomposition, whose ops are held to the matrix in turn, else the CPU) and is counted.
+
+The device module (``torch.npu``) answers the common runtime calls (device.SimDevice), the target's
+collective backend name is accepted for one process, and device types the script names that are not
+the target's (``cuda``, or a built-in type such as ``xpu`` that cannot be renamed) are mapped onto the
+simulated device (device.DeviceMap). A process simulates one device type: the rename cannot be undone.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import threading
+import time
+import warnings
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from opaudit.errors import InputError
+from opaudit.fallback.choose import Chooser, decomposition, op_name
+from opaudit.fallback.install import FallbackFailed
+from opaudit.fallback.roundtrip import outputs, reference, rel_error, written
+from opaudit.fallback.stats import OpStat, Stats
+
+BUILTIN_TYPES = frozenset({"cpu", "cuda", "xpu", "mps", "xla", "hpu", "mtia", "maia", "meta", "ipu", "ve", "lazy",
+                           "vulkan", "metal", "fpga", "mkldnn", "opengl", "opencl", "ideep", "hip"})
+_CPU = torch.device("cpu")
+
+
+class SimulatedMissing(NotImplementedError):
+    """What a plugin raises for an op it has no kernel for (``strict`` simulation)."""
+
+
+def sim_device_name(device_type: str) -> str:
+    """The name of the simulated device: the target's own, or ``<type>sim`` for a built-in device type."""
+    return f"{device_type}sim" if device_type in BUILTIN_TYPES else device_type
+
+
+# -- the tensor -----------------------------------------------------------------------------------------
+
+
+class SimTensor(torch.Tensor):
+    """A tensor on the simulated device; its data is ``elem``, a CPU tensor with the same metadata."""
+
+    elem: torch.Tensor
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor, index: int = 0) -> SimTensor:
+        r = torch.Tensor._make_wrapper_subclass(
+            cls, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(), dtype=elem.dtype,
+            layout=elem.layout, device=torch.device(_device.name, index), requires_grad=elem.requires_grad)
+        r.elem = elem
+        return r
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
+        text = repr(self.elem.detach())
+        grad = ", requires_grad=True" if self.requires_grad else ""
+        return f"{text[:-1]}, device='{self.device}'{grad})"
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # torch.save of a simulated tensor stores its data as a CPU tensor
+        return self.elem.detach().__reduce_ex__(protocol)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        sim = _active
+        if sim is None:
+            return run_native(func, args, kwargs or {})
+        return sim.handle(func, args, kwargs or {})
+
+
+@dataclass
+class _Device:
+    name: str = ""
+    current: int = 0
+    count: int = 1
+    peak: int = 0
+
+
+_device = _Device()
+_active: Simulator | None = None
+_lock = threading.Lock()
+
+
+def _index(args: Any, kwargs: dict[str, Any]) -> int:
+    for a in args:
+        if isinstance(a, SimTensor):
+            return a.device.index or 0
+        if isinstance(a, (list, tuple)):
+            for t in a:
+                if isinstance(t, SimTensor):
+                    return t.device.index or 0
+    d = kwargs.get("device")
+    if d is not None:
+        d = torch.device(d)
+        if d.type == _device.name and d.index is not None:
+            return d.index
+    return _device.current
+
+
+def _unwrap(x: Any) -> Any:
+    if isinstance(x, SimTensor):
+        return x.elem
+    t = type(x)
+    if t is list or t is tuple:
+        return t(_unwrap(i) for i in x)
+    if t is torch.device and x.type == _device.name:
+        return _CPU
+    return x
+
+
+def _wrap(x: Any, index: int) -> Any:
+    if isinstance(x, torch.Tensor) and not isinstance(x, SimTensor):
+        return SimTensor(x, index)
+    t = type(x)
+    if t is list or t is tuple:
+        return t(_wrap(i, index) for i in x)
+    return x
+
+
+def _refresh(t: Any) -> None:
+    """After an op that wrote ``t`` (resize_, out=): the wrapper takes its data's new metadata."""
+    for w in (t if isinstance(t, (list, tuple)) else (t,)):
+        if isinstance(w, SimTensor):
+            e = w.elem
+            if w.shape != e.shape or w.stride() != e.stride() or w.storage_offset() != e.storage_offset():
+                w.data = SimTensor(e, w.device.index or 0)
+
+
+@dataclass
+class _Sig:
+    writes: list[tuple[int, str]]
+    returns: list[int | None]  # per result: the position of the written argument it is, else None
+
+
+_sigs: dict[Any, _Sig] = {}
+
+
+def _sig(func: Any) -> _Sig:
+    s = _sigs.get(func)
+    if s is None:
+        w = written(func)
+        by_set = {alias: (pos, name) for pos, name, alias in w if alias is not None}
+        returns: list[int | None] = []
+        for r in func._schema.returns:
+            info = r.alias_info
+            alias = sorted(info.before_set)[0] if info is not None and info.is_write and info.before_set else None
+            returns.append(by_set[alias][0] if alias in by_set else None)
+        s = _sigs[func] = _Sig([(p, n) for p, n, _ in w], returns)
+    return s
+
+
+def run_native(func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+    """Run ``func`` on the CPU data of its arguments; results are tensors of the simulated device, and
+    written arguments are the caller's own."""
+    index = _index(args, kwargs)
+    out = func(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
+    sig = _sig(func)
+    for pos, name in sig.writes:
+        _refresh(args[pos] if pos < len(args) else kwargs.get(name))
+    if not sig.returns:
+        return out
+    if len(sig.returns) == 1:
+        at = sig.returns[0]
+        if at is not None:
+            return args[at] if at < len(args) else kwargs[func._schema.arguments[at].name]
+        return _wrap(out, index)
+    results = []
+    for at, r in zip(sig.returns, out, strict=True):
+        if at is not None:
+            results.append(args[at] if at < len(args) else kwargs[func._schema.arguments[at].name])
+        else:
+            results.append(_wrap(r, index))
+    return tuple(results)
+
+
+def _backend_kernel(op: Any, *args: Any, **kwargs: Any) -> Any:
+    """The PrivateUse1 fallback: what reaches the device key itself (factories, copies made with the
+    Python key excluded, such as ``torch.tensor(data, device=...)``). Infrastructure: runs natively."""
+    name = op._schema.name
+    if name == "aten::_copy_from":
+        src, dst = args[0], args[1]
+        dst.elem.copy_(_unwrap(src))
+        return dst
+    if name == "aten::_copy_from_and_resize":
+        src, dst = args[0], args[1]
+        dst.elem.resize_(src.shape).copy_(_unwrap(src))
+        _refresh(dst)
+        return dst
+    return run_native(op, args, kwargs)
+
+
+def _host(t: torch.Tensor) -> torch.Tensor:
+    return t.elem if isinstance(t, SimTensor) else t
+
+
+# -- the policy -----------------------------------------------------------------------------------------
+
+_NATIVE, _VENDOR_CPU, _MISSING = 0, 1, 2
+
+
+@dataclass
+class _Plan:
+    kind: int
+    stat: OpStat
+    status: str
+    note: str
+
+
+class Simulator:
+    """The policy of one simulated target (module doc); a context manager."""
+
+    def __init__(self, target: str, *, strict: bool = False, check_numerics: bool = False,
+                 map_devices: Iterable[str] = ("cuda",), force_cpu: Iterable[str] = (), forbid: Iterable[str] = (),
+                 device_count: int = 1):
+        from opaudit.matrix import load_matrix
+
+        self.matrix = load_matrix(target)
+        r = self.matrix.release
+        if r.device_type in ("cpu", "meta"):
+            raise InputError(f"{r.key} is the CPU itself: there is nothing to simulate",
+                             hint="simulate an accelerator target, e.g. --simulate ascend")
+        self.target = r.key
+        self.release = r
+        self.device_type = r.device_type
+        self.name = sim_device_name(r.device_type)
+        self.strict = strict
+        self.check_numerics = check_numerics
+        self.device_count = device_count
+        aliases = {a for a in map_devices if a and a != self.name}
+        if self.name != r.device_type:
+            aliases.add(r.device_type)
+        self.aliases = frozenset(aliases)
+        self.stats = Stats(self.target, self.name, "simulated")
+        self.chooser = Chooser(self._has, force_cpu=force_cpu, forbid=forbid, has_base=self._has_base)
+        self._plans: dict[Any, _Plan] = {}
+        self._local = threading.local()
+        self._warned: set[str] = set()
+        self._undo: list[Any] = []
+
+    # -- what the target has ---------------------------------------------------------------------------
+    def _has(self, name: str) -> bool:
+        return self.matrix.resolve(name).status != "missing"
+
+    def _has_base(self, base: str) -> bool:
+        return self.matrix.resolve(base).status == "native"
+
+    def _plan(self, func: Any) -> _Plan:
+        name = op_name(func)
+        if func.namespace != "aten":
+            name = f"{func.namespace}::{name.split('::')[-1]}"
+        if func.namespace in ("prims", "profiler", "_c10d_functional", "c10d"):
+            support_status, note = "native", ""
+        else:
+            support = self.matrix.resolve(name)
+            support_status, note = support.status, support.note
+        if name in self.chooser.force_cpu or name.split(".")[0] in self.chooser.force_cpu:
+            kind = _MISSING
+        elif support_status == "cpu_fallback":
+            kind = _VENDOR_CPU
+        elif support_status == "missing":
+            kind = _MISSING
+        else:
+            kind = _NATIVE
+        path = {_NATIVE: "native", _VENDOR_CPU: "vendor_cpu", _MISSING: "opaudit"}[kind]
+        stat = OpStat(name, path, note, support_status) if kind != _MISSING else OpStat(name, "?", note, support_status)
+        if kind != _MISSING:
+            self.stats.ops[(name, path)] = stat
+        plan = self._plans[func] = _Plan(kind, stat, support_status, note)
+        return plan
+
+    # -- one op -------------------------------------------------------------------------------------
+    def handle(self, func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+        plan = self._plans.get(func)
+        if plan is None:
+            plan = self._plan(func)
+        if plan.kind == _NATIVE:
+            plan.stat.calls += 1
+            return run_native(func, args, kwargs)
+        if plan.kind == _VENDOR_CPU:
+            return self._vendor_cpu(func, plan, args, kwargs)
+        return self._missing(func, plan, args, kwargs)
+
+    def _vendor_cpu(self, func: Any, plan: _Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
+        s = plan.stat
+        if s.op not in self._warned:
+            self._warned.add(s.op)
+            who = self.release.package or self.release.vendor
+            warnings.warn(f"[simulated {who}] the operator 'aten::{s.op}' is not supported on {self.device_type} "
+                          "and falls back to run on the CPU; this may have performance implications", stacklevel=2)
+        if s.source is None:
+            s.source = _line()
+        t0 = time.perf_counter()
+        s.calls += 1
+        s.to_host += _bytes((args, kwargs))
+        out = run_native(func, args, kwargs)
+        s.to_device += _bytes(out) + sum(_bytes(args[p] if p < len(args) else kwargs.get(n))
+                                         for p, n in _sig(func).writes)
+        s.seconds += time.perf_counter() - t0
+        return out
+
+    def _missing(self, func: Any, plan: _Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
+        name = plan.stat.op
+        if self.strict and plan.status == "missing":
+            line = _line()
+            self.stats.errors.append(f"aten::{name} is missing on {self.target}" + (f" (at {line})" if line else ""))
+            raise SimulatedMissing(
+                f"Could not run 'aten::{name}' with arguments from the '{self.name}' backend. This could be because "
+                f"the operator doesn't exist for this backend, or was omitted during the selective/custom build "
+                f"process (if using custom build). [simulated {self.target}: {plan.note or 'missing'}"
+                + (f"; called at {line}" if line else "") + "]")
+        choice = self.chooser.choose(func)
+        path = choice.path
+        active = self._active()
+        if path == "decomposition" and func in active:
+            path = "cpu"
+        s = self.stats.op(name, path, choice.reason, plan.status)
+        s.calls += 1
+        self.stats.calls[path] += 1
+        if path == "forbidden":
+            line = s.source or _line()
+            self.stats.errors.append(f"aten::{name}: fallback forbidden on {self.target}")
+            raise SimulatedMissing(f"Could not run 'aten::{name}' with arguments from the '{self.name}' backend "
+                                   f"[simulated {self.target}: missing, and opaudit's fallback is forbidden for it"
+                                   + (f"; called at {line}" if line else "") + "]")
+        t0 = time.perf_counter()
+        try:
+            expected = None
+            if self.check_numerics and torch.Tag.nondeterministic_seeded not in func.tags:
+                expected = reference(func, args, kwargs, _host)
+            if path == "decomposition":
+                fn = decomposition(func)
+                assert fn is not None
+                active.add(func)
+                try:
+                    out = fn(*args, **kwargs)
+                finally:
+                    active.discard(func)
+            else:
+                s.to_host += _bytes((args, kwargs))
+                out = run_native(func, args, kwargs)
+                s.to_device += _bytes(out) + sum(_bytes(args[p] if p < len(args) else kwargs.get(n))
+                                                 for p, n in _sig(func).writes)
+            if expected is not None:
+                self.stats.numerics(s, rel_error(outputs(func, out, args, kwargs), expected, _host))
+        except (FallbackFailed, SimulatedMissing):
+            raise
+        except Exception as e:
+            where = f" at {s.source}" if s.source else ""
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            msg = (f"opaudit's fallback of aten::{name} ({path}) on {self.target}{where} failed: "
+                   f"{type(e).__name__}: {first}")
+            self.stats.errors.append(msg)
+            raise FallbackFailed(msg) from e
+        finally:
+            s.seconds += time.perf_counter() - t0
+        return out
+
+    def _active(self) -> set[Any]:
+        active = getattr(self._local, "active", None)
+        if active is None:
+            active = self._local.active = set()
+        return active
+
+    # -- lifetime -------------------------------------------------------------------------------------
+    def __enter__(self) -> Simulator:
+        from opaudit.fallback import device
+
+        global _active
+        with _lock:
+            if _active is not None:
+                raise InputError(f"a simulation of {_active.target} is already running in this process")
+            setup_device(self.name)
+            _device.count = self.device_count
+            _device.current = 0
+            self._undo = device.enter(self)
+            _active = self
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        global _active
+        with _lock:
+            for undo in reversed(self._undo):
+                undo()
+            self._undo = []
+            _active = None
+        self.stats.finish()
+        self.stats.calls.update({"native": 0})
+        for (_, path), s in self.stats.ops.items():
+            if path in ("native", "vendor_cpu"):
+                self.stats.calls[path] += s.calls
+            if s.status:
+                self.stats.statuses[s.status] += s.calls
+        self.stats.calls = +self.stats.calls
+
+
+def _bytes(x: Any) -> int:
+    if isinstance(x, torch.Tensor):
+        return x.numel() * x.element_size()
+    if isinstance(x, (list, tuple)):
+        return sum(_bytes(i) for i in x)
+    if isinstance(x, dict):
+        return sum(_bytes(i) for i in x.values())
+    return 0
+
+
+def _line() -> str | None:
+    from opaudit.fallback.stats import _user_line
+
+    return _user_line()
+
+
+# -- the device, once per process ---------------------------------------------------------------------
+
+_setup: dict[str, Any] = {}
+
+
+def setup_device(name: str) -> None:
+    """Rename PrivateUse1 to ``name`` and register what a plugin registers (once per process)."""
+    if _setup.get("name") == name:
+        return
+    current = torch._C._get_privateuse1_backend_name()
+    if _setup or current != "privateuseone":
+        raise InputError(f"this process already has a {current!r} device: a process simulates one device type",
+                         hint="run each simulation in its own process (opaudit run --simulate does)")
+    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+    from opaudit.fallback.device import SimDevice
+
+    module = SimDevice(name)
+    _setup_privateuseone_for_python_backend(name, backend_module=module)
+    lib = torch.library.Library("_", "IMPL")
+    lib.fallback(_backend_kernel, "PrivateUse1")
+    lib.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    # what reaches the key with the Python key excluded (torch.tensor(data, device=...)) needs kernels of its
+    # own: the boxed fallback cannot be called from there
+    kernels = torch.library.Library("aten", "IMPL")
+    for op in _BACKEND_OPS:
+        packet, _, overload = op.partition(".")
+        overload_ = getattr(getattr(torch.ops.aten, packet), overload or "default")
+        kernels.impl(op, functools.partial(_backend_kernel, overload_), "PrivateUse1")
+    _device.name = name
+    _setup.update(name=name, lib=lib, kernels=kernels, module=module)
+
+
+_BACKEND_OPS = ("empty.memory_format", "empty_strided", "_copy_from", "_copy_from_and_resize", "_to_copy",
+                "copy_", "_local_scalar_dense", "resize_", "as_strided", "view", "detach", "alias")
+
+
+def memory_allocated() -> int:
+    """Bytes held by live tensors of the simulated device (their CPU data, each storage once)."""
+    seen: dict[int, int] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # isinstance on deprecated module attributes warns
+        objects = gc.get_objects()
+    for obj in objects:
+        if type(obj) is SimTensor or isinstance(obj, torch.nn.Parameter) and isinstance(obj, SimTensor):
+            st = obj.elem.untyped_storage()
+            seen[st.data_ptr()] = st.nbytes()
+    total = sum(seen.values())
+    _device.peak = max(_device.peak, total)
+    return total
+
+
+@contextmanager
+def simulate(target: str, **options: Any) -> Iterator[Simulator]:
+    """Run the body as if on ``target`` (module doc); options as Simulator's."""
+    with Simulator(target, **options) as sim:
+        yield sim
+
+
+def active() -> Simulator | None:
+    return _active

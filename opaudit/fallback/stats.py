@@ -1,0 +1,172 @@
+"""What the fallback did: per op, the path it took, its calls, the bytes it moved and the time it took.
+
+>>> with opaudit.fallback.install("ascend") as fb:          # doctest: +SKIP
+...     train_step()
+>>> fb.stats.table()                                         # doctest: +SKIP
+
+One ``Stats`` per installation or simulation; it is JSON (``to_json``/``load``), it joins an Audit
+(``Audit.fallback``) and the HTML report shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opaudit.errors import OutputError
+
+SCHEMA = "opaudit.fallback/1"
+# the ways an op ran, best first
+PATHS = ("native", "vendor_cpu", "decomposition", "cpu", "forbidden")
+PATH_TEXT = {
+    "native": "runs on the device",
+    "vendor_cpu": "the vendor's CPU fallback",
+    "decomposition": "decomposed into ops the device has",
+    "cpu": "a CPU round trip",
+    "forbidden": "fallback forbidden: fails as on the device",
+}
+
+
+@dataclass
+class OpStat:
+    """One op on one path."""
+
+    op: str  # "add.Tensor" (aten), or "ns::name.overload"
+    path: str  # a key of choose.PATH_TEXT
+    reason: str = ""
+    status: str | None = None  # the matrix status that sent it here (simulation)
+    calls: int = 0
+    to_host: int = 0  # bytes copied device -> host
+    to_device: int = 0  # bytes copied host -> device
+    seconds: float = 0.0
+    checked: int = 0  # calls compared with the CPU reference (check_numerics)
+    max_rel_error: float | None = None
+    source: str | None = None  # the first user line that reached it ("train.py:42")
+
+    @property
+    def bytes(self) -> int:
+        return self.to_host + self.to_device
+
+
+@dataclass
+class Stats:
+    target: str  # "ascend@2.6.0.post5", or the device type of a live backend
+    device: str  # "npu"
+    kind: str  # "installed" (a live backend) or "simulated" (a CPU rehearsal)
+    ops: dict[tuple[str, str], OpStat] = field(default_factory=dict)
+    calls: Counter[str] = field(default_factory=Counter)  # calls per path, every op (simulation: native too)
+    statuses: Counter[str] = field(default_factory=Counter)  # calls per matrix status (simulation)
+    errors: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+    duration_s: float = 0.0
+
+    # -- recording ------------------------------------------------------------------------------------
+    def op(self, name: str, path: str, reason: str = "", status: str | None = None) -> OpStat:
+        key = (name, path)
+        s = self.ops.get(key)
+        if s is None:
+            s = self.ops[key] = OpStat(name, path, reason, status, source=_user_line())
+        return s
+
+    def numerics(self, s: OpStat, error: float) -> None:
+        s.checked += 1
+        if s.max_rel_error is None or error > s.max_rel_error or error != error:
+            s.max_rel_error = error
+
+    def finish(self) -> None:
+        self.duration_s = round(time.perf_counter() - self.started, 4)
+
+    # -- views ----------------------------------------------------------------------------------------
+    def fallen_back(self) -> list[OpStat]:
+        """The ops that did not run on the device itself, most calls first."""
+        return sorted((s for s in self.ops.values() if s.path != "native"), key=lambda s: (-s.calls, s.op, s.path))
+
+    def ops_on(self, path: str) -> list[str]:
+        return sorted({s.op for s in self.ops.values() if s.path == path})
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Per path: distinct ops, calls, bytes moved, seconds."""
+        out: dict[str, dict[str, float]] = {}
+        for s in self.ops.values():
+            row = out.setdefault(s.path, {"ops": 0, "calls": 0, "bytes": 0, "seconds": 0.0})
+            row["ops"] += 1
+            row["calls"] += s.calls
+            row["bytes"] += s.bytes
+            row["seconds"] += s.seconds
+        for path, n in self.calls.items():
+            out.setdefault(path, {"ops": 0, "calls": 0, "bytes": 0, "seconds": 0.0})["calls"] = max(
+                out[path]["calls"], n)
+        return {p: out[p] for p in PATHS if p in out}
+
+    def lines(self) -> list[str]:
+        """A few lines for a terminal."""
+        parts = [f"{PATH_TEXT[p]}: {int(r['calls']):,} calls" + (f" / {int(r['ops'])} ops" if r["ops"] else "")
+                 for p, r in self.summary().items()]
+        out = [f"fallback on {self.target} ({self.kind}, device {self.device}): " + (", ".join(parts) or "no op ran")]
+        for st in self.fallen_back()[:20]:
+            err = f", max rel. error {st.max_rel_error:.2g}" if st.max_rel_error is not None else ""
+            moved = f", {_size(st.bytes)} moved" if st.bytes else ""
+            where = f"  [{st.source}]" if st.source else ""
+            out.append(f"  {st.op:<48} {st.path:<13} {st.calls:>7,} calls, {st.seconds * 1e3:8.1f} ms"
+                       f"{moved}{err}{where}")
+        if len(self.fallen_back()) > 20:
+            out.append(f"  ... and {len(self.fallen_back()) - 20} more")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA, "target": self.target, "device": self.device, "kind": self.kind,
+            "duration_s": self.duration_s, "calls": dict(self.calls), "statuses": dict(self.statuses),
+            "errors": list(self.errors), "summary": self.summary(),
+            "ops": [asdict(s) for s in sorted(self.ops.values(), key=lambda s: (s.path, -s.calls, s.op))],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Stats:
+        s = cls(data["target"], data["device"], data["kind"], calls=Counter(data.get("calls", {})),
+                statuses=Counter(data.get("statuses", {})), errors=list(data.get("errors", [])))
+        s.duration_s = data.get("duration_s", 0.0)
+        for row in data.get("ops", []):
+            o = OpStat(**row)
+            s.ops[(o.op, o.path)] = o
+        return s
+
+    def save(self, path: str | Path) -> None:
+        p = Path(path)
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            tmp = p.with_name(p.name + ".tmp")
+            tmp.write_text(json.dumps(self.to_json(), indent=1) + "\n")
+            tmp.replace(p)
+        except OSError as e:
+            raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
+
+    @classmethod
+    def load(cls, path: str | Path) -> Stats:
+        return cls.from_json(json.loads(Path(path).read_text()))
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _user_line() -> str | None:
+    """The first user line on the stack ("train.py:42"), as the tracer finds it."""
+    from opaudit.trace.attribution import source_locator
+    from opaudit.trace.recorder import _display_path
+
+    loc = source_locator()
+    found, _ = loc.locate(sys._getframe(2))
+    if found is None:
+        return None
+    path, line = loc.resolve(found)
+    return f"{_display_path(path)}:{line}"
