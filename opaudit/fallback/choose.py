@@ -70,9 +70,11 @@ def decomposition(op: torch._ops.OpOverload) -> Callable[..., Any] | None:
     fn = table.get(op)
     if fn is not None:
         return fn
-    if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"):
-        return op.decompose
-    return None
+    try:
+        implicit = torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+    except RuntimeError:  # an overload of TorchScript only (tanh.int): not an op of the dispatcher
+        return None
+    return op.decompose if implicit else None
 
 
 _CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*backward[A-Za-z0-9_]*)\s*\(")
@@ -188,5 +190,6 @@ def _any_decomposition(base: str) -> bool:
     if packet is None:
         return False
     overloads = [getattr(packet, o) for o in packet.overloads()]
-    return bool(overloads) and all(decomposition(o) is not None for o in overloads
-                                   if not o._schema.is_mutable or o._overloadname == "default")
+    dispatched = [o for o in overloads if torch._C._dispatch_has_kernel(o.name())]
+    return bool(dispatched) and all(decomposition(o) is not None for o in dispatched
+                                    if not o._schema.is_mutable or o._overloadname == "default")

@@ -257,15 +257,19 @@ def enter(sim: Simulator) -> list[Callable[[], None]]:
 
 
 def _plugin_module(sim: Simulator) -> Callable[[], None]:
-    """``import torch_npu`` works in the rehearsal: the plugin's import gets a stand-in whose device
-    module is the simulated one (only where the real plugin is not installed)."""
+    """``import torch_npu`` in a ported script works in the rehearsal: the plugin's import gets a stand-in
+    whose device module is the simulated one. Only for a script that imports it (Simulator.plugin_import)
+    and where the real plugin is not installed: libraries that look for the plugin (transformers does)
+    would otherwise take its vendor-specific paths, which a stand-in does not have."""
+    import importlib.machinery
     import importlib.util
     import sys
 
     name = sim.release.import_name
-    if not name or name in sys.modules or importlib.util.find_spec(name) is not None:
+    if not name or not sim.plugin_import or name in sys.modules or importlib.util.find_spec(name) is not None:
         return lambda: None
     stub = types.ModuleType(name, f"a stand-in for {name} in a simulation of {sim.target} (opaudit)")
+    stub.__spec__ = importlib.machinery.ModuleSpec(name, None)
     setattr(stub, sim.device_type, getattr(torch, sim.name))
     stub.__version__ = sim.release.name  # type: ignore[attr-defined]
     sys.modules[name] = stub

@@ -168,7 +168,10 @@ class Installation:
         return active
 
     def _failed(self, s: OpStat, e: Exception) -> FallbackFailed:
-        where = f" at {s.source}" if s.source else ""
+        from opaudit.fallback.stats import _user_line
+
+        line = _user_line()
+        where = f" at {line}" if line else ""
         msg = (f"opaudit's fallback of aten::{s.op} ({s.path}) on {self.target} ({self.device_type}){where} "
                f"failed: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
         self.stats.errors.append(msg)

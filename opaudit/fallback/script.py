@@ -66,7 +66,8 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     ctx: Any
     if simulate is not None:
         ctx = Simulator(simulate, strict=strict, check_numerics=check_numerics,
-                        map_devices=("cuda",) if map_cuda else (), force_cpu=force_cpu, forbid=forbid)
+                        map_devices=("cuda",) if map_cuda else (), force_cpu=force_cpu, forbid=forbid,
+                        plugin_import=_imports_plugin(None if module else Path(path), simulate))
     else:
         assert fallback is not None
         ctx = live.install(fallback, force_cpu=force_cpu, forbid=forbid, check_numerics=check_numerics)
@@ -113,6 +114,22 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     else:
         msg, hint = f"{shown} failed under {target}: {describe_exception(failure)}", None
     raise RunFailed(msg, stats=stats, details=user_frames(failure), hint=hint, partial=None) from None
+
+
+def _imports_plugin(path: Path | None, target: str) -> bool:
+    """Whether the script imports the target's plugin itself (``import torch_npu``, as a ported script does)."""
+    import re
+
+    from opaudit.matrix import load_matrix
+
+    name = load_matrix(target).release.import_name
+    if path is None or not name:
+        return False
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return False
+    return re.search(rf"^\s*(?:import|from)\s+{re.escape(name)}\b", text, re.M) is not None
 
 
 def _hint(e: BaseException) -> str:

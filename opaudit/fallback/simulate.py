@@ -229,7 +229,7 @@ class Simulator:
 
     def __init__(self, target: str, *, strict: bool = False, check_numerics: bool = False,
                  map_devices: Iterable[str] = ("cuda",), force_cpu: Iterable[str] = (), forbid: Iterable[str] = (),
-                 device_count: int = 1):
+                 device_count: int = 1, plugin_import: bool = False):
         from opaudit.matrix import load_matrix
 
         self.matrix = load_matrix(target)
@@ -244,6 +244,7 @@ class Simulator:
         self.strict = strict
         self.check_numerics = check_numerics
         self.device_count = device_count
+        self.plugin_import = plugin_import  # the code imports the plugin (import torch_npu): give it a stand-in
         aliases = {a for a in map_devices if a and a != self.name}
         if self.name != r.device_type:
             aliases.add(r.device_type)
@@ -363,7 +364,8 @@ class Simulator:
         except (FallbackFailed, SimulatedMissing):
             raise
         except Exception as e:
-            where = f" at {s.source}" if s.source else ""
+            line = _line()
+            where = f" at {line}" if line else ""
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             msg = (f"opaudit's fallback of aten::{name} ({path}) on {self.target}{where} failed: "
                    f"{type(e).__name__}: {first}")

@@ -165,7 +165,7 @@ def _user_line() -> str | None:
     from opaudit.trace.recorder import _display_path
 
     loc = source_locator()
-    found, _ = loc.locate(sys._getframe(2))
+    found, _ = loc.locate(sys._getframe(0))  # (frames above 0 may not exist on an autograd device thread)
     if found is None:
         return None
     path, line = loc.resolve(found)

@@ -1,0 +1,162 @@
+"""The CPU rehearsal, through the real command line: each run in a fresh process (a process renames
+PrivateUse1 once, so it simulates one device type), on real models and real coverage_db matrices."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from helpers import FIXTURES, ROOT, run_cli
+
+from opaudit.matrix import database, load_matrix
+
+GPT2 = str(FIXTURES / "fallback" / "gpt2_cuda.py")
+FALLBACK_PATHS = {"decomposition", "cpu"}
+
+
+def _vendors() -> list[str]:
+    return [v for v in database().vendors if v != "cpu"]
+
+
+def _stats(path) -> dict:
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("vendor", _vendors())
+def test_gpt2_train_step_on_the_newest_release_of_every_vendor(vendor, tmp_path):
+    """The unported CUDA script runs with cuda mapped to the target; every op is held to the matrix."""
+    out = tmp_path / "stats.json"
+    rc, stdout, stderr = run_cli("run", "--simulate", vendor, "--stats", str(out), "--", GPT2)
+    assert rc == 0, stderr[-2000:]
+    newest = database().newest(vendor).key
+    assert f"fallback on {newest}" in stdout
+    assert "loss " in stdout
+    st = _stats(out)
+    assert st["target"] == newest and st["kind"] == "simulated"
+    m = load_matrix(newest)
+    device = m.release.device_type
+    assert f"on {st['device']}:0" in stdout and st["device"].startswith(device)
+    assert st["ops"], "nothing was counted"
+    for o in st["ops"]:
+        if "::" in o["op"]:
+            continue
+        status = m.resolve(o["op"]).status
+        assert o["status"] == status, o
+        if status == "missing":
+            assert o["path"] in FALLBACK_PATHS, o
+        elif status == "cpu_fallback":
+            assert o["path"] == "vendor_cpu" and o["to_host"] > 0 and o["to_device"] > 0, o
+        else:
+            assert o["path"] == "native", o
+    # the matmuls of the step ran, on the device
+    assert any(o["op"] in ("mm", "addmm") and o["calls"] >= 2 for o in st["ops"])
+
+
+def test_strict_fails_exactly_on_the_ops_the_matrix_calls_missing(tmp_path):
+    """musa@1.2.1 lacks _foreach_lerp_.Scalar (AdamW's foreach path on the device): the rehearsal falls
+    back on it alone, the audit of the same run calls it alone missing, and --strict stops on it."""
+    target = "musa@1.2.1"
+    stats, audit_json = tmp_path / "stats.json", tmp_path / "audit.json"
+    rc, stdout, stderr = run_cli("run", "--simulate", target, "--stats", str(stats), "--audit-json", str(audit_json),
+                                 "--", GPT2)
+    assert rc == 0, stderr[-2000:]
+    st = _stats(stats)
+    fell_back = {o["op"] for o in st["ops"] if o["path"] in FALLBACK_PATHS}
+    assert fell_back == {o["op"] for o in st["ops"] if o["status"] == "missing"} == {"_foreach_lerp_.Scalar"}
+    report = json.loads(audit_json.read_text())
+    missing = {o["op"] for o in report["ops"] if o["results"][target]["status"] == "missing"}
+    assert missing == {"aten::_foreach_lerp_.Scalar"}
+    assert report["fallback"][0]["target"] == target
+
+    partial = tmp_path / "partial.json"
+    rc, stdout, stderr = run_cli("run", "--simulate", target, "--strict", "--stats", str(partial), "--", GPT2)
+    assert rc == 3
+    assert "Could not run 'aten::_foreach_lerp_.Scalar' with arguments from the 'musa' backend" in stderr
+    assert f"stopped on {target}" in stderr and "gpt2_cuda.py:23" in stderr  # optimizer.step()
+    assert "Traceback" not in stderr
+    saved = _stats(partial)  # what ran until then: the forward and backward passes
+    assert saved["errors"] and "_foreach_lerp_.Scalar" in saved["errors"][0]
+    assert sum(o["calls"] for o in saved["ops"]) > 100
+
+
+def test_decompositions_are_checked_against_the_cpu(tmp_path):
+    """A user matrix without the kernels of layer norm, softmax and tanh: what the device then lacks is
+    decomposed (native_layer_norm itself still runs: PyTorch has a CompositeExplicitAutograd kernel for
+    it), and --check-numerics compares every call with the CPU kernel."""
+    base = load_matrix("ascend").release
+    dropped = {"native_layer_norm", "native_layer_norm_backward", "_softmax", "_safe_softmax",
+               "_softmax_backward_data", "tanh.out", "tanh", "tanh_backward.grad_input", "tanh_backward"}
+    base.ops = {k: [o for o in v if o not in dropped] for k, v in base.ops.items()}
+    base.vendor, base.name = "labchip", "0.1"
+    base.fallback.exists = base.fallback.default_on = False
+    matrix = tmp_path / "labchip.toml"
+    matrix.write_text(base.to_toml("a lab chip: the newest Ascend release without a few ops"))
+    stats = tmp_path / "stats.json"
+    rc, stdout, stderr = run_cli("run", "--simulate", str(matrix), "--check-numerics", "--stats", str(stats),
+                                 "--", GPT2)
+    assert rc == 0, stderr[-2000:]
+    ops = {o["op"]: o for o in _stats(stats)["ops"]}
+    assert ops["native_layer_norm"]["status"] == "composite" and ops["native_layer_norm"]["path"] == "native"
+    for o in ops.values():
+        assert (o["status"] == "missing") == (o["path"] in FALLBACK_PATHS), o
+    for name in ("native_layer_norm_backward", "tanh_backward"):
+        o = ops[name]
+        assert o["status"] == "missing" and o["path"] == "decomposition", o
+        assert o["checked"] == o["calls"] > 0
+        assert o["max_rel_error"] < 1e-5, o  # float32 decompositions of well-conditioned ops
+    assert "max rel. error" in stdout
+
+
+def test_the_example_training_script_after_fix_runs_with_its_fallback_summary_in_the_html(tmp_path):
+    script = tmp_path / "train_cuda.py"
+    shutil.copy(ROOT / "examples" / "train_cuda.py", script)
+    rc, _, stderr = run_cli("fix", "--target", "ascend", str(script))
+    assert rc in (0, 1), stderr
+    assert "import torch_npu" in script.read_text() and 'torch.npu.is_available()' in script.read_text()
+    html, stats = tmp_path / "report.html", tmp_path / "stats.json"
+    newest = database().newest("ascend").key
+    rc, stdout, stderr = run_cli("run", "--simulate", "ascend", "--html", str(html), "--stats", str(stats), "--",
+                                 str(script), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
+                                 "--no-amp")
+    assert rc == 0, stderr[-2000:]
+    assert "epoch 0: loss" in stdout and "peak memory" in stdout  # torch.npu's runtime calls answered
+    text = html.read_text()
+    assert f"Fallback on {newest}" in text and "a CPU rehearsal (npu)" in text
+    assert _stats(stats)["target"] == newest
+
+
+def test_the_unported_cuda_script_is_rehearsed_too(tmp_path):
+    rc, stdout, stderr = run_cli("run", "--simulate", "cambricon", "--", str(ROOT / "examples" / "train_cuda.py"),
+                                 "--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "4", "--no-amp")
+    assert rc == 0, stderr[-2000:]
+    assert "peak memory" in stdout  # the script took its CUDA branch: torch.cuda answered as the simulated mlu
+
+
+def test_bad_input(tmp_path):
+    rc, _, stderr = run_cli("run", "--simulate", "nosuchvendor", "--", GPT2)
+    assert rc == 2 and "nosuchvendor" in stderr and "Traceback" not in stderr
+    rc, _, stderr = run_cli("run", "--simulate", "ascend", "--", str(tmp_path / "missing.py"))
+    assert rc == 2 and "script not found" in stderr
+    rc, _, stderr = run_cli("run", "--simulate", "cpu", "--", GPT2)
+    assert rc == 2 and "nothing to simulate" in stderr
+    rc, _, stderr = run_cli("run", "--", GPT2)
+    assert rc == 2 and "--simulate" in stderr
+
+
+def test_a_script_that_raises_and_a_fallback_that_fails_keep_their_statistics(tmp_path):
+    partial = tmp_path / "partial.json"
+    # the script's own error, after the train step: the statistics of the step are kept
+    rc, _, stderr = run_cli("run", "--simulate", "ascend", "--stats", str(partial), "--", GPT2, "--bad-shapes")
+    assert rc == 3 and "mat1 and mat2 shapes cannot be multiplied" in stderr and "gpt2_cuda.py" in stderr
+    assert sum(o["calls"] for o in _stats(partial)["ops"]) > 100
+    # an op sent through opaudit's CPU fallback that fails there: the op, the target and the line are named
+    rc, _, stderr = run_cli("run", "--simulate", "ascend", "--cpu", "aten::mm", "--stats", str(partial), "--", GPT2,
+                            "--bad-shapes")
+    assert rc == 3
+    assert "opaudit's fallback of aten::mm (cpu) on ascend@" in stderr and "gpt2_cuda.py:28" in stderr
+    st = _stats(partial)
+    assert any(o["op"] == "mm" and o["path"] == "cpu" and o["calls"] > 1 for o in st["ops"])
+    # a forbidden fallback fails as the device would
+    rc, _, stderr = run_cli("run", "--simulate", "musa@1.2.1", "--forbid", "_foreach_lerp_.Scalar", "--", GPT2)
+    assert rc == 3 and "fallback is forbidden" in stderr and "_foreach_lerp_.Scalar" in stderr
