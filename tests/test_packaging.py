@@ -25,6 +25,7 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
     templates = {p.relative_to(ROOT).as_posix() for p in (ROOT / "reports").iterdir() if p.is_file()}
     assert {f"opaudit/_data/{t}" for t in templates} <= set(names), "a file of reports/ is missing from pyproject"
     assert not any(n.startswith("opaudit/_data/reports/examples/") for n in names)  # the examples stay out
+    assert "opaudit_fallback.pth" in names  # OPAUDIT_FALLBACK=target, at the top of site-packages
 
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],

@@ -1,0 +1,37 @@
+"""OPAUDIT_FALLBACK: an unmodified script opts in through the .pth file the wheel installs, on the
+C++ test backend (compiled once per machine; each run in a fresh process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from helpers import FIXTURES, ROOT
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the C++ test backend needs g++")
+
+
+def test_the_environment_variable_installs_the_fallback_after_the_plugin(tmp_path):
+    stats = tmp_path / "stats.json"
+    plugin = FIXTURES / "fallback" / "plugin"
+    env = {**os.environ, "OPAUDIT_FALLBACK": "ascend", "OPAUDIT_FALLBACK_AFTER": "fake_npu_plugin",
+           "OPAUDIT_FALLBACK_STATS": str(stats),
+           "PYTHONPATH": os.pathsep.join([str(FIXTURES / "plugins"), str(plugin)])}
+    # the .pth as site-packages would process it (an editable checkout has it in the package folder)
+    code = (f"import site, runpy; site.addsitedir({str(ROOT / 'opaudit' / 'fallback')!r}); "
+            f"runpy.run_path({str(plugin / 'relu_script.py')!r}, run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert float(proc.stdout.strip().splitlines()[-1]) == 0.0
+    assert "fallback on ascend@" in proc.stderr and "relu" in proc.stderr
+    st = json.loads(stats.read_text())
+    assert st["kind"] == "installed" and st["device"] == "npu"
+    assert any(o["op"] == "relu" and o["calls"] == 1 for o in st["ops"])
+    # without the variable the same script fails the way the plugin fails
+    env.pop("OPAUDIT_FALLBACK")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode != 0 and "Could not run 'aten::" in proc.stderr
