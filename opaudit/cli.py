@@ -286,6 +286,9 @@ def run(
     forbid: list[str] | None = typer.Option(None, "--forbid", metavar="OP", help="Never fall back for this op: it "
                                             "fails as on the device (repeatable)."),
     module: bool = typer.Option(False, "-m", help="The target is a module name, as with python -m."),
+    imports: list[str] | None = typer.Option(None, "--import", metavar="MODULE", help="--fallback: import this "
+                                             "module first, the plugin that registers the device (repeatable; "
+                                             "default: the target's own package)."),
     stats_path: Path | None = typer.Option(None, "--stats", help="Write the fallback statistics as JSON here "
                                            "(also written, partial, when the run fails)."),
     html: Path | None = typer.Option(None, "--html", help="Trace the run too and write the HTML report, with "
@@ -310,7 +313,7 @@ def run(
             result = run_script(args[0], args[1:], simulate=simulate, fallback=fallback, strict=strict,
                                 check_numerics=check_numerics, map_cuda=not no_map_cuda,
                                 force_cpu=tuple(cpu_ops or ()), forbid=tuple(forbid or ()),
-                                record=bool(outputs), module=module)
+                                record=bool(outputs), module=module, imports=tuple(imports or ()))
         except RunFailed as e:
             path = stats_path or Path("opaudit-fallback.partial.json")
             e.stats.finish()

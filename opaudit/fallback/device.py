@@ -326,38 +326,104 @@ def _backend_names(sim: Simulator) -> list[str]:
     vendor = sim.release.vendor
     if vendor in target_names() and load_target(vendor).dist_backend:
         names.append(load_target(vendor).dist_backend)
+    if not names:  # no collective backend name known for the target (rules/targets/): one of opaudit's own
+        names.append("opaudit")
     if "cuda" in sim.aliases:
         names.append("nccl")
     return names
+
+
+class _Done(torch.distributed._Work if torch.distributed.is_available() else object):  # type: ignore[misc]
+    """A collective of one rank: already complete, its result the tensors it was given."""
+
+    def __init__(self, result: Any):
+        super().__init__()
+        self.future: torch.futures.Future[Any] = torch.futures.Future()
+        self.future.set_result(result)
+
+    def wait(self, timeout: Any = None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+    def get_future(self) -> Any:
+        return self.future
+
+
+def _one_rank_group(name: str) -> Any:
+    """A process group of one rank for the target's backend name: every collective is what it is for one
+    rank (all_reduce, broadcast, barrier: nothing to do; gathers and scatters: a copy)."""
+    import torch.distributed as dist
+
+    base: Any = dist.ProcessGroup  # (its stubs know only C++'s overloads)
+
+    class OneRank(base):
+        def __init__(self, rank: int, size: int):
+            super().__init__(rank, size)
+
+        def getBackendName(self) -> str:  # noqa: N802 (the name c10d calls)
+            return name
+
+        def allreduce(self, tensors: Any, opts: Any = None) -> _Done:
+            return _Done(tensors)
+
+        allreduce_coalesced = allreduce
+        broadcast = allreduce
+        reduce = allreduce
+
+        def barrier(self, opts: Any = None) -> _Done:
+            return _Done(None)
+
+        monitored_barrier = barrier
+
+        def allgather(self, outputs: Any, inputs: Any, opts: Any = None) -> _Done:
+            for out, inp in zip(outputs, inputs, strict=True):
+                out[0].copy_(inp)
+            return _Done(outputs)
+
+        def _allgather_base(self, output: Any, inp: Any, opts: Any = None) -> _Done:
+            output.copy_(inp.reshape(output.shape))
+            return _Done(output)
+
+        def reduce_scatter(self, outputs: Any, inputs: Any, opts: Any = None) -> _Done:
+            for out, inp in zip(outputs, inputs, strict=True):
+                out.copy_(inp[0])
+            return _Done(outputs)
+
+        def _reduce_scatter_base(self, output: Any, inp: Any, opts: Any = None) -> _Done:
+            output.copy_(inp.reshape(output.shape))
+            return _Done(output)
+
+        def alltoall_base(self, output: Any, inp: Any, *args: Any) -> _Done:
+            output.copy_(inp)
+            return _Done(output)
+
+    return OneRank
 
 
 def _collectives(sim: Simulator) -> Callable[[], None]:
     if not torch.distributed.is_available():
         return lambda: None
     import torch.distributed as dist
-    from torch._C._distributed_c10d import FakeProcessGroup
 
-    def create(common_opts: Any, backend_opts: Any) -> Any:
-        if common_opts.group_size != 1:
-            raise RuntimeError(f"a simulated {sim.target} runs one process: world size {common_opts.group_size} "
-                               "cannot be rehearsed (run the script with one process)")
-        return FakeProcessGroup._create_internal(  # type: ignore[call-arg]
-            common_opts.group_rank, common_opts.group_size, backend_opts)
+    def create(store: Any, rank: int, size: int, timeout: Any) -> Any:
+        if size != 1:
+            raise RuntimeError(f"a simulated {sim.target} runs one process: world size {size} cannot be "
+                               "rehearsed (run the script with one process)")
+        return _one_rank_group(names[0])(rank, size)
 
     names = _backend_names(sim)
     for name in names:
         if name == "nccl" or hasattr(dist.Backend, name.upper()):
             continue
-        dist.Backend.register_backend(name, create, extended_api=True, devices=[sim.name, "cpu"])
+        dist.Backend.register_backend(name, create, devices=[sim.name, "cpu"])
     original = dist.init_process_group
 
     def init_process_group(backend: Any = None, init_method: Any = None, timeout: Any = None, world_size: int = -1,
                            rank: int = -1, store: Any = None, *args: Any, **kwargs: Any) -> Any:
         if isinstance(backend, str) and backend.lower() == "nccl" and "cuda" in sim.aliases:
-            backend = next((n for n in names if n != "nccl"), None) or "fake"
-        if isinstance(backend, str) and backend.lower() not in names and backend.lower() != "fake":
-            known = ", ".join(names) or "none"
-            raise RuntimeError(f"backend {backend!r} is not the collective backend of {sim.target} (known: {known})")
+            backend = names[0]
         if store is None and init_method is None and "MASTER_ADDR" not in os.environ:
             store = dist.HashStore()
             world_size = 1 if world_size == -1 else world_size

@@ -12,6 +12,8 @@ source line.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import runpy
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
@@ -42,10 +44,11 @@ class RunResult:
 def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None = None, fallback: str | None = None,
                strict: bool = False, check_numerics: bool = False, map_cuda: bool = True,
                force_cpu: tuple[str, ...] = (), forbid: tuple[str, ...] = (), record: bool = False,
-               module: bool = False) -> RunResult:
-    """Run ``path`` (or a module with ``module``) under ``simulate=TARGET`` or ``fallback=TARGET``."""
-    from opaudit.fallback import install as live
-    from opaudit.fallback.install import FallbackFailed
+               module: bool = False, imports: tuple[str, ...] = ()) -> RunResult:
+    """Run ``path`` (or a module with ``module``) under ``simulate=TARGET`` or ``fallback=TARGET``;
+    ``imports`` are imported first (the plugin that registers the device, where it is not the target's
+    own package)."""
+    from opaudit.fallback.install import FallbackFailed, install
     from opaudit.fallback.simulate import SimulatedMissing, Simulator
     from opaudit.trace.script import _argv_and_path
 
@@ -53,8 +56,6 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
         raise InputError("give one of --simulate TARGET (a CPU rehearsal) or --fallback TARGET (the live device)")
     argv = list(argv or [])
     if module:
-        import importlib.util
-
         if importlib.util.find_spec(path) is None:
             raise InputError(f"no module named {path!r}")
         path0, shown = str(Path.cwd()), path
@@ -70,7 +71,12 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
                         plugin_import=_imports_plugin(None if module else Path(path), simulate))
     else:
         assert fallback is not None
-        ctx = live.install(fallback, force_cpu=force_cpu, forbid=forbid, check_numerics=check_numerics)
+        for name in imports:
+            try:
+                importlib.import_module(name)
+            except ImportError as e:
+                raise InputError(f"--import {name}: {e}") from None
+        ctx = install(fallback, force_cpu=force_cpu, forbid=forbid, check_numerics=check_numerics)
     stats: Stats = ctx.stats
     recorder: AbstractContextManager[Any] = nullcontext()
     rec = None

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import FIXTURES, ROOT
+from helpers import FIXTURES, ROOT, run_cli
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the C++ test backend needs g++")
 
@@ -35,3 +35,17 @@ def test_the_environment_variable_installs_the_fallback_after_the_plugin(tmp_pat
     env.pop("OPAUDIT_FALLBACK")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode != 0 and "Could not run 'aten::" in proc.stderr
+
+
+def test_run_with_the_fallback_on_the_live_device(tmp_path):
+    stats = tmp_path / "stats.json"
+    plugin = FIXTURES / "fallback" / "plugin"
+    env = {"PYTHONPATH": os.pathsep.join([str(FIXTURES / "plugins"), str(plugin)])}
+    rc, stdout, stderr = run_cli("run", "--fallback", "ascend", "--import", "fake_npu_plugin", "--stats", str(stats),
+                                 "--", str(plugin / "relu_script.py"), env=env, timeout=600)
+    assert rc == 0, stderr[-2000:]
+    assert "fallback on ascend@" in stdout and "(installed, device npu)" in stdout
+    assert any(o["op"] == "relu" for o in json.loads(stats.read_text())["ops"])
+    # without the plugin the device does not exist: one message, no traceback
+    rc, _, stderr = run_cli("run", "--fallback", "ascend", "--", str(plugin / "relu_script.py"))
+    assert rc == 2 and "the 'npu' device does not exist in this process" in stderr and "Traceback" not in stderr

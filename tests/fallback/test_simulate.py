@@ -128,10 +128,22 @@ def test_the_example_training_script_after_fix_runs_with_its_fallback_summary_in
 
 
 def test_the_unported_cuda_script_is_rehearsed_too(tmp_path):
-    rc, stdout, stderr = run_cli("run", "--simulate", "cambricon", "--", str(ROOT / "examples" / "train_cuda.py"),
-                                 "--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "4", "--no-amp")
+    """cuda is mapped onto the simulated device: torch.cuda's runtime calls, .cuda(), "cuda:0", AMP with
+    torch.cuda.amp's autocast and GradScaler."""
+    stats = tmp_path / "stats.json"
+    rc, stdout, stderr = run_cli("run", "--simulate", "cambricon", "--stats", str(stats), "--",
+                                 str(ROOT / "examples" / "train_cuda.py"), "--epochs", "1", "--steps-per-epoch", "1",
+                                 "--batch-size", "2")
     assert rc == 0, stderr[-2000:]
     assert "peak memory" in stdout  # the script took its CUDA branch: torch.cuda answered as the simulated mlu
+    ops = {o["op"] for o in _stats(stats)["ops"]}
+    assert {"_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_", "convolution"} <= ops
+
+
+def test_collectives_of_one_process_under_the_targets_backend_name():
+    rc, stdout, stderr = run_cli("run", "--simulate", "ascend", "--", str(FIXTURES / "fallback" / "ddp_hccl.py"))
+    assert rc == 0, stderr[-2000:]
+    assert "world 1 backend hccl sum 3 out torch.float16" in stdout
 
 
 def test_bad_input(tmp_path):
