@@ -15,9 +15,10 @@ from typing import Any
 from opaudit.fallback.stats import PATH_TEXT, PATHS, OpStat, Stats
 
 # the rest imports torch: loaded on first use, so that reports read statistics without it
-_LAZY = {"Chooser": "choose", "decomposition": "choose", "FallbackFailed": "install", "Installation": "install",
-         "current": "install", "install": "install", "uninstall": "install", "SimTensor": "simulate",
-         "SimulatedMissing": "simulate", "Simulator": "simulate", "simulate": "simulate", "run_script": "script",
+# (no submodule shares a name with a function here: importing a submodule binds its name in the package)
+_LAZY = {"Chooser": "choose", "decomposition": "choose", "FallbackFailed": "live", "Installation": "live",
+         "current": "live", "install": "live", "uninstall": "live", "SimTensor": "simulator",
+         "SimulatedMissing": "simulator", "Simulator": "simulator", "simulate": "simulator", "run_script": "script",
          "RunFailed": "script"}
 
 

@@ -23,7 +23,7 @@ def _ops(var: str) -> list[str]:
 
 
 def _install(target: str) -> None:
-    from opaudit.fallback.install import install
+    from opaudit.fallback.live import install
 
     inst = install(target, force_cpu=_ops("OPAUDIT_FALLBACK_CPU"), forbid=_ops("OPAUDIT_FALLBACK_FORBID"))
 
@@ -65,7 +65,7 @@ def start() -> None:
     target = os.environ.get("OPAUDIT_FALLBACK", "").strip()
     if not target:
         return
-    from opaudit.fallback.install import live_key, resolve_target
+    from opaudit.fallback.live import live_key, resolve_target
 
     try:
         _, device_type, module = resolve_target(target)

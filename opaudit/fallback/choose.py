@@ -139,8 +139,8 @@ class Chooser:
         # False on a live backend whose functional ops reach their out= variant (structured kernels): the
         # decomposition of an out= op is the functional op, which would come back to it
         self.out_variants = out_variants
-        self.force_cpu = {_plain(n) for n in force_cpu}
-        self.forbid = {_plain(n) for n in forbid}
+        self.force_cpu = {plain_name(n) for n in force_cpu}
+        self.forbid = {plain_name(n) for n in forbid}
         self._cache: dict[str, Choice] = {}
 
     def choose(self, op: torch._ops.OpOverload) -> Choice:
@@ -164,6 +164,9 @@ class Chooser:
         if not self.out_variants and is_out_variant(op) and not self.has_base(base):
             return Choice("cpu", "an out= variant: its decomposition, the functional op, comes back to it")
         mates = partners(name)
+        forced = sorted(m for m in mates if m in self.force_cpu)
+        if forced:
+            return Choice("cpu", f"its partner {forced[0]} is sent to the CPU: the pair goes through the CPU together")
         native = sorted(m for m in mates if self.has_base(m))
         if native:
             return Choice("cpu", f"its partner {native[0]} runs natively: decomposing one side of a forward/backward "
@@ -179,7 +182,7 @@ def is_out_variant(op: torch._ops.OpOverload) -> bool:
     return any(a.kwarg_only and a.alias_info is not None and a.alias_info.is_write for a in op._schema.arguments)
 
 
-def _plain(name: str) -> str:
+def plain_name(name: str) -> str:
     return name.removeprefix("aten::").removesuffix(".default")
 
 

@@ -29,15 +29,15 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 if TYPE_CHECKING:
-    from opaudit.fallback.simulate import Simulator
+    from opaudit.fallback.simulator import Simulator
 
 _TOTAL_MEMORY = 64 * 2**30  # what memory queries report as the device's size (no real device to ask)
 
 
 def _state():
-    from opaudit.fallback import simulate
+    from opaudit.fallback import simulator
 
-    return simulate._device
+    return simulator._device
 
 
 class _Event:
@@ -100,7 +100,7 @@ class SimDevice(types.ModuleType):
 
     def __init__(self, name: str):
         super().__init__(f"torch.{name}")
-        self.__doc__ = f"the simulated {name} device (opaudit.fallback.simulate)"
+        self.__doc__ = f"the simulated {name} device (opaudit.fallback.simulator)"
         self.device_name = name
         self.amp = types.SimpleNamespace(autocast=self._autocast, GradScaler=self._grad_scaler)
 
@@ -158,7 +158,7 @@ class SimDevice(types.ModuleType):
 
     # memory
     def memory_allocated(self, device: Any = None) -> int:
-        from opaudit.fallback.simulate import memory_allocated
+        from opaudit.fallback.simulator import memory_allocated
 
         return memory_allocated()
 
@@ -301,7 +301,7 @@ def _foreach(sim: Simulator) -> Callable[[], None]:
     from torch.optim import optimizer
 
     from opaudit.audit import FOREACH_DEVICES
-    from opaudit.fallback.simulate import SimTensor
+    from opaudit.fallback.simulator import SimTensor
 
     types_ = optimizer._foreach_supported_types
     if sim.release.device_type not in FOREACH_DEVICES and sim.release.dispatch_key != "PrivateUse1":
@@ -469,7 +469,7 @@ class DeviceMap(TorchFunctionMode):
 
 
 def _map_devices(sim: Simulator) -> Callable[[], None]:
-    from opaudit.fallback.simulate import setup_device
+    from opaudit.fallback.simulator import setup_device
 
     setup_device(sim.name)
     module = getattr(torch, sim.name)

@@ -82,6 +82,8 @@ class RoundTrip:
             if a.alias_info is not None and not a.alias_info.is_write and _alias_set(a.alias_info) is not None
         }
         self.write_sets = sets
+        self.out_names = frozenset(a.name for a in op._schema.arguments
+                                   if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write)
 
     def __call__(self, args: tuple, kwargs: dict[str, Any], moved: list[int]) -> Any:
         device = _device_of(args, kwargs)
@@ -92,7 +94,14 @@ class RoundTrip:
                 return x.to("cpu")
             return x
 
-        hargs, hkwargs = pytree.tree_map(host, (args, kwargs))
+        def fresh(x: Any) -> Any:  # an out= argument is only written: its old contents need not travel
+            if isinstance(x, torch.Tensor) and x.device.type not in ("cpu", "meta"):
+                return torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device="cpu")
+            return x
+
+        out_names = self.out_names
+        hargs = pytree.tree_map(host, args)
+        hkwargs = {k: pytree.tree_map(fresh if k in out_names else host, v) for k, v in kwargs.items()}
         if "device" in hkwargs and hkwargs["device"] is not None:
             hkwargs["device"] = torch.device("cpu")
         out = cpu_call(self.op, hargs, hkwargs)
@@ -153,6 +162,8 @@ def _view_on_device(op: torch._ops.OpOverload, args: tuple, kwargs: dict[str, An
     source = _arg(args, kwargs, pos, name)
     margs, mkwargs = pytree.tree_map_only(torch.Tensor, _meta_like, (args, kwargs))
     view = op(*margs, **mkwargs)
+    if view.dtype != source.dtype:  # view_as_real, view(dtype): the same bytes read as another dtype
+        source = torch.ops.aten.view.dtype(source, view.dtype)
     return torch.as_strided(source, view.size(), view.stride(), view.storage_offset())
 
 

@@ -1,7 +1,7 @@
 """Running an unmodified script with the fallback: ``opaudit run --simulate ascend script.py ARGS...``.
 
-The script runs as ``__main__`` with its own argv, under a simulation of the target (simulate.Simulator)
-or with fallback kernels installed on the live device (install.install). With ``record``, the ops the
+The script runs as ``__main__`` with its own argv, under a simulation of the target (simulator.Simulator)
+or with fallback kernels installed on the live device (live.install). With ``record``, the ops the
 script issues are traced as well, so that the run yields an Audit with its fallback statistics attached
 (the HTML report's fallback section).
 
@@ -48,8 +48,8 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     """Run ``path`` (or a module with ``module``) under ``simulate=TARGET`` or ``fallback=TARGET``;
     ``imports`` are imported first (the plugin that registers the device, where it is not the target's
     own package)."""
-    from opaudit.fallback.install import FallbackFailed, install
-    from opaudit.fallback.simulate import SimulatedMissing, Simulator
+    from opaudit.fallback.live import FallbackFailed, install
+    from opaudit.fallback.simulator import SimulatedMissing, Simulator
     from opaudit.trace.script import _argv_and_path
 
     if (simulate is None) == (fallback is None):

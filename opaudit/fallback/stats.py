@@ -26,7 +26,7 @@ PATHS = ("native", "vendor_cpu", "decomposition", "cpu", "forbidden")
 PATH_TEXT = {
     "native": "runs on the device",
     "vendor_cpu": "the vendor's CPU fallback",
-    "decomposition": "decomposed into ops the device has",
+    "decomposition": "decomposed into other ops (each held to the device in turn)",
     "cpu": "a CPU round trip",
     "forbidden": "fallback forbidden: fails as on the device",
 }

@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
-import pytest
 from helpers import FIXTURES, ROOT, run_cli
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the C++ test backend needs g++")
 
-
-def test_the_environment_variable_installs_the_fallback_after_the_plugin(tmp_path):
+def test_the_environment_variable_installs_the_fallback_after_the_plugin(testdev_built, tmp_path):
     stats = tmp_path / "stats.json"
     plugin = FIXTURES / "fallback" / "plugin"
     env = {**os.environ, "OPAUDIT_FALLBACK": "ascend", "OPAUDIT_FALLBACK_AFTER": "fake_npu_plugin",
@@ -37,7 +33,7 @@ def test_the_environment_variable_installs_the_fallback_after_the_plugin(tmp_pat
     assert proc.returncode != 0 and "Could not run 'aten::" in proc.stderr
 
 
-def test_run_with_the_fallback_on_the_live_device(tmp_path):
+def test_run_with_the_fallback_on_the_live_device(testdev_built, tmp_path):
     stats = tmp_path / "stats.json"
     plugin = FIXTURES / "fallback" / "plugin"
     env = {"PYTHONPATH": os.pathsep.join([str(FIXTURES / "plugins"), str(plugin)])}

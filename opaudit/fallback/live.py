@@ -25,7 +25,15 @@ from typing import Any
 import torch
 
 from opaudit.errors import InputError
-from opaudit.fallback.choose import INFRASTRUCTURE, OVERRIDEABLE, Chooser, decomposition, op_name, overload_of
+from opaudit.fallback.choose import (
+    INFRASTRUCTURE,
+    OVERRIDEABLE,
+    Chooser,
+    decomposition,
+    op_name,
+    overload_of,
+    plain_name,
+)
 from opaudit.fallback.roundtrip import RoundTrip, outputs, reference, rel_error
 from opaudit.fallback.stats import OpStat, Stats
 
@@ -86,6 +94,16 @@ class Installation:
         self.check_numerics = check_numerics
         direct = {n.removeprefix("aten::").split(".")[0]
                   for n in torch._C._dispatch_get_registrations_for_dispatch_key(key) if n.startswith("aten::")}
+        forced = []
+        for name in force_cpu:  # checked before anything is registered: a bad name leaves nothing behind
+            plain = plain_name(name)
+            if plain in INFRASTRUCTURE or plain.split(".")[0] in INFRASTRUCTURE:
+                raise InputError(f"force_cpu: {name} is what a CPU round trip itself needs on the device",
+                                 hint="allocation, copies and as_strided cannot be sent to the CPU")
+            try:
+                forced.append(overload_of(plain))
+            except AttributeError:
+                raise InputError(f"force_cpu: no aten op {name!r}") from None
         self.missing = missing_ops(key)
         lacking = set(self.missing)
         self.chooser = Chooser(lambda name: name not in lacking, force_cpu=force_cpu, forbid=forbid,
@@ -93,25 +111,25 @@ class Installation:
         self._lib: torch.library.Library | None = torch.library.Library("aten", "IMPL")
         self._local = threading.local()
         self.registered: list[str] = []
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "Overriding a previously registered kernel" (the stubs)
-            for name in self.missing:
-                try:
-                    op = overload_of(name)
-                except AttributeError:
-                    continue
-                self._lib.impl(name, self._kernel(op), key)
-                self.registered.append(name)
-        # force_cpu may name ops the device has: they are sent to the CPU too
-        for name in self.chooser.force_cpu - set(self.registered):
-            try:
-                op = overload_of(name)
-            except AttributeError:
-                raise InputError(f"force_cpu: no aten op {name!r}") from None
+        try:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self._lib.impl(op_name(op), self._kernel(op), key)
-            self.registered.append(op_name(op))
+                warnings.simplefilter("ignore")  # "Overriding a previously registered kernel" (the stubs)
+                for name in self.missing:
+                    try:
+                        op = overload_of(name)
+                    except AttributeError:
+                        continue
+                    self._lib.impl(name, self._kernel(op), key)
+                    self.registered.append(name)
+                # force_cpu may name ops the device has: they are sent to the CPU too
+                for op in forced:
+                    if op_name(op) not in self.registered:
+                        self._lib.impl(op_name(op), self._kernel(op), key)
+                        self.registered.append(op_name(op))
+        except BaseException:
+            self._lib._destroy()
+            self._lib = None
+            raise
 
     # -- the kernels ------------------------------------------------------------------------------------
     def _kernel(self, op: torch._ops.OpOverload):

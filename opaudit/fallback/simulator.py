@@ -34,7 +34,7 @@ import torch
 
 from opaudit.errors import InputError
 from opaudit.fallback.choose import Chooser, decomposition, op_name
-from opaudit.fallback.install import FallbackFailed
+from opaudit.fallback.live import FallbackFailed
 from opaudit.fallback.roundtrip import outputs, reference, rel_error, written
 from opaudit.fallback.stats import OpStat, Stats
 
