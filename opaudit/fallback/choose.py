@@ -142,6 +142,9 @@ class Chooser:
         self.force_cpu = {plain_name(n) for n in force_cpu}
         self.forbid = {plain_name(n) for n in forbid}
         self._cache: dict[str, Choice] = {}
+        self._confirmed: set[str] = set()
+        self._decomposed: set[str] = set()  # base names that ran decomposed: their partners must follow
+        self._to_cpu: dict[str, str] = {}  # base name -> why its pair goes through the CPU
 
     def choose(self, op: torch._ops.OpOverload) -> Choice:
         name = op_name(op)
@@ -158,6 +161,8 @@ class Chooser:
             return Choice("cpu", "sent to the CPU by the user")
         if base in OVERRIDEABLE:
             return Choice("cpu", f"a backend stub: the CPU runs {OVERRIDEABLE[base]}")
+        if base in self._to_cpu:
+            return Choice("cpu", self._to_cpu[base])
         fn = decomposition(op)
         if fn is None:
             return Choice("cpu", "no decomposition")
@@ -175,6 +180,62 @@ class Chooser:
             if not _any_decomposition(m):
                 return Choice("cpu", f"its partner {m} has no decomposition: the pair goes through the CPU together")
         return Choice("decomposition", "decomposed together with " + ", ".join(sorted(mates)) if mates else "")
+
+    def confirm(self, op: torch._ops.OpOverload, args: tuple, kwargs: dict[str, Any]) -> Choice:
+        """On an op's first call: a decomposition is kept only if the ops it emits for these arguments
+        (traced on meta tensors) are ops the target has; else the op, and its pair with it, go through
+        the CPU (one round trip rather than one per emitted op). A pair one of whose members already ran
+        decomposed stays decomposed: its members must agree."""
+        choice = self.choose(op)
+        name = op_name(op)
+        base = name.split(".")[0]
+        if choice.path != "decomposition" or name in self._confirmed:
+            if choice.path == "decomposition":
+                self._decomposed.add(base)
+            return choice
+        self._confirmed.add(name)
+        mates = partners(name)
+        if not any(m in self._decomposed for m in mates):
+            fn = decomposition(op)
+            assert fn is not None
+            emitted = emitted_ops(fn, args, kwargs)
+            lacking = sorted(e for e in emitted or () if "::" not in e and e != name and not self.has(e))
+            if lacking:
+                why = f"its decomposition needs {lacking[0]}, which the target lacks too"
+                for member in (base, *mates):
+                    self._to_cpu[member] = why + ("" if member == base else f" (in the decomposition of {name})")
+                for key in [k for k in self._cache if k.split(".")[0] in (base, *mates)]:
+                    del self._cache[key]
+                return self.choose(op)
+        self._decomposed.add(base)
+        return choice
+
+
+def emitted_ops(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> set[str] | None:
+    """The ops ``fn`` (a decomposition) runs for these arguments, traced on meta tensors with their
+    sizes and strides (no data; None when it cannot run on meta)."""
+    from torch.utils import _pytree as pytree
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: set[str] = set()
+
+    class Collect(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.add(op_name(func) if func.namespace == "aten" else f"{func.namespace}::{func._schema.name}")
+            return func(*args, **(kwargs or {}))
+
+    def meta(t: torch.Tensor) -> torch.Tensor:
+        return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device="meta")
+
+    margs, mkwargs = pytree.tree_map_only(torch.Tensor, meta, (args, kwargs))
+    if mkwargs.get("device") is not None:
+        mkwargs["device"] = torch.device("meta")
+    try:
+        with Collect():
+            fn(*margs, **mkwargs)
+    except Exception:
+        return None
+    return seen
 
 
 def is_out_variant(op: torch._ops.OpOverload) -> bool:

@@ -251,6 +251,7 @@ def enter(sim: Simulator) -> list[Callable[[], None]]:
     undo.append(_collectives(sim))
     undo.append(_plugin_module(sim))
     undo.append(_pinning())
+    undo.append(_swap_parameters())
     if sim.aliases:
         undo.append(_map_devices(sim))
     return undo
@@ -278,6 +279,15 @@ def _plugin_module(sim: Simulator) -> Callable[[], None]:
         if sys.modules.get(name) is stub:
             del sys.modules[name]
     return undo
+
+
+def _swap_parameters() -> Callable[[], None]:
+    """``model.to("npu")`` keeps each Parameter object and shared weights shared (GPT-2's lm_head is its
+    wte), as on a plugin's device: a CPU tensor and a simulated one are no compatible shallow-copy types,
+    so Module._apply would make a new Parameter per module; swapping the tensors in place keeps them."""
+    before = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    return lambda: torch.__future__.set_swap_module_params_on_conversion(before)
 
 
 def _pinning() -> Callable[[], None]:

@@ -36,6 +36,7 @@ from opaudit.fallback.choose import (
 )
 from opaudit.fallback.roundtrip import RoundTrip, outputs, reference, rel_error
 from opaudit.fallback.stats import OpStat, Stats
+from opaudit.matrix.probe import installed_torch_ops
 
 
 class FallbackFailed(RuntimeError):
@@ -106,7 +107,13 @@ class Installation:
                 raise InputError(f"force_cpu: no aten op {name!r}") from None
         self.missing = missing_ops(key)
         lacking = set(self.missing)
-        self.chooser = Chooser(lambda name: name not in lacking, force_cpu=force_cpu, forbid=forbid,
+        tops = installed_torch_ops()
+
+        def has(name: str) -> bool:  # a structured functional op runs only where its out= op does
+            op = tops.get(name) if tops is not None else None
+            return name not in lacking and not (op is not None and op.delegate and op.delegate in lacking)
+
+        self.chooser = Chooser(has, force_cpu=force_cpu, forbid=forbid,
                                has_base=lambda base: base in direct, out_variants=False)
         self._lib: torch.library.Library | None = torch.library.Library("aten", "IMPL")
         self._local = threading.local()
@@ -139,7 +146,7 @@ class Installation:
         stats = self.stats
 
         def kernel(*args: Any, **kwargs: Any) -> Any:
-            choice = self.chooser.choose(op)
+            choice = self.chooser.confirm(op, args, kwargs)
             path = choice.path
             active = self._active()
             if path == "decomposition" and name in active:

@@ -33,10 +33,19 @@ def _device_of(args: Any, kwargs: dict[str, Any]) -> torch.device | None:
     return torch.device(d) if d is not None else None
 
 
+# arguments ops write although their schema does not say so (kept for backward compatibility upstream)
+UNANNOTATED_WRITES = {
+    "aten::native_batch_norm": ("running_mean", "running_var"),
+    "aten::native_batch_norm.out": ("running_mean", "running_var"),
+}
+
+
 def written(op: torch._ops.OpOverload) -> list[tuple[int, str, str | None]]:
-    """(position, name, alias set) of every argument the op writes."""
+    """(position, name, alias set) of every argument the op writes (UNANNOTATED_WRITES included)."""
+    quiet = UNANNOTATED_WRITES.get(op._schema.name + (f".{op._overloadname}" if op._overloadname != "default"
+                                                      else ""), ())
     return [(i, a.name, _alias_set(a.alias_info)) for i, a in enumerate(op._schema.arguments)
-            if a.alias_info is not None and a.alias_info.is_write]
+            if (a.alias_info is not None and a.alias_info.is_write) or a.name in quiet]
 
 
 def _alias_set(info: Any) -> str | None:

@@ -327,7 +327,7 @@ class Simulator:
                 f"the operator doesn't exist for this backend, or was omitted during the selective/custom build "
                 f"process (if using custom build). [simulated {self.target}: {plan.note or 'missing'}"
                 + (f"; called at {line}" if line else "") + "]")
-        choice = self.chooser.choose(func)
+        choice = self.chooser.confirm(func, args, kwargs)
         path = choice.path
         active = self._active()
         if path == "decomposition" and func in active:

@@ -204,9 +204,11 @@ def test_every_listed_op_reached_the_fallback(train, native):
             inner = native["inner"][op]
             assert not inner["failed"], (op, inner)
             assert op in inner["stats"] and set(inner["stats"]) <= {op} | inner_ok, (op, inner)
-    # what the step calls itself, and what only decompositions call
+    # what the step calls itself; a decomposition runs only where the ops it emits exist (Chooser.confirm),
+    # so on the minimal backend the ops that fall back are all ones the step reaches itself
     assert {"convolution_overrideable", "native_batch_norm", "relu", "bmm.out", "gelu.out"} <= direct
-    assert {"var_mean.correction", "rsqrt.out", "where.self"} <= set(native["inner"])
+    assert not native["inner"]
+    assert {"var_mean.correction", "rsqrt.out", "where.self"}.isdisjoint(_fallen(train))
 
 
 # -- 3. forward/backward pairs ----------------------------------------------------------------------------
