@@ -14,8 +14,9 @@ calls of >= 20 ms, and the ratio is the median over rounds of fallback / native.
 Goal: a CPU round trip costs at most ~2 copies of the data plus the CPU kernel:
 fallback <= native + 2 x copy, where copy is the time of one device -> host copy (``.to("cpu")``) of the
 bytes the op reads and writes, measured in the same round. It is judged where per-call costs no longer
-dominate (the largest size); smaller sizes show the fixed cost of a Python kernel. Ops that the fallback
-decomposes (relu) make several fallback calls, not one round trip: reported, not judged.
+dominate (the largest size); smaller sizes show the fixed cost of a Python kernel. An op the fallback
+decomposes would be reported, not judged; on this minimal backend none is (relu's decomposition needs
+le and where, which it lacks too, so relu takes one round trip: Chooser.confirm).
 """
 
 from __future__ import annotations

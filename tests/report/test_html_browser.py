@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 import torch
+from helpers import FIXTURES, run_cli
 
 import opaudit
 from opaudit.report import render
@@ -119,3 +120,25 @@ def test_names_with_markup_are_text(browser, tmp_path):
     tree = page.locator("#tree").text_content()
     assert EVIL in tree and "<b>bold</b>" in tree
     assert EVIL in page.locator("#ops tbody").text_content()
+
+
+def test_the_fallback_summary_of_a_rehearsal(browser, tmp_path):
+    """opaudit run --simulate --html: the audit of what the script ran, and the fallback section, which
+    names the op the target lacks, its path and its cost, beside the summary of every path."""
+    html, stats = tmp_path / "run.html", tmp_path / "stats.json"
+    rc, _, stderr = run_cli("run", "--simulate", "musa@1.2.1", "--html", str(html), "--stats", str(stats), "--",
+                            str(FIXTURES / "fallback" / "gpt2_cuda.py"))
+    assert rc == 0, stderr[-2000:]
+    page, events = open_page(browser, html)
+    assert events["console"] == [] and events["requests"] == [html.as_uri()]
+    assert page.locator("h2", has_text="Fallback on musa@1.2.1").is_visible()
+    summary = page.locator("#fallback-summary-1").text_content()
+    assert "a CPU rehearsal (musa)" in summary and "a CPU round trip: 2 calls / 1 ops" in summary
+    rows = page.locator("table.fallback tbody tr")
+    st = json.loads(stats.read_text())
+    fell = [o for o in st["ops"] if o["path"] != "native"]
+    assert rows.count() == len(fell) == 1
+    cells = [c.text_content() for c in rows.first.locator("td").all()]
+    assert cells[0] == "_foreach_lerp_.Scalar" and cells[1] == "a CPU round trip"
+    assert cells[3] == "2" and cells[4] == f"{fell[0]['to_host'] + fell[0]['to_device']:,}"
+    assert cells[7].startswith("tests/fixtures/fallback/gpt2_cuda.py:")  # the user's line
