@@ -77,6 +77,18 @@ def decomposition(op: torch._ops.OpOverload) -> Callable[..., Any] | None:
     return op.decompose if implicit else None
 
 
+def run_decomposition(op: torch._ops.OpOverload, args: tuple, kwargs: dict[str, Any], active: set[Any]) -> Any:
+    """``op`` through its decomposition; ``active`` holds the ops being decomposed on this thread, so that a
+    decomposition that calls its own op can be told (the caller sends that inner call another way)."""
+    fn = decomposition(op)
+    assert fn is not None
+    active.add(op)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        active.discard(op)
+
+
 _CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*backward[A-Za-z0-9_]*)\s*\(")
 
 

@@ -29,10 +29,10 @@ from opaudit.fallback.choose import (
     INFRASTRUCTURE,
     OVERRIDEABLE,
     Chooser,
-    decomposition,
     op_name,
     overload_of,
     plain_name,
+    run_decomposition,
 )
 from opaudit.fallback.roundtrip import RoundTrip, outputs, reference, rel_error
 from opaudit.fallback.stats import OpStat, Stats
@@ -149,7 +149,7 @@ class Installation:
             choice = self.chooser.confirm(op, args, kwargs)
             path = choice.path
             active = self._active()
-            if path == "decomposition" and name in active:
+            if path == "decomposition" and op in active:
                 path = "cpu"  # a decomposition that calls its own op: the inner call goes through the CPU
             s = stats.op(name, path, choice.reason if path == choice.path else "called by its own decomposition")
             s.calls += 1
@@ -162,13 +162,7 @@ class Installation:
             try:
                 expected = (reference(op, args, kwargs, _host) if self.check_numerics and deterministic else None)
                 if path == "decomposition":
-                    fn = decomposition(op)
-                    assert fn is not None
-                    active.add(name)
-                    try:
-                        out = fn(*args, **kwargs)
-                    finally:
-                        active.discard(name)
+                    out = run_decomposition(op, args, kwargs, active)
                 else:
                     moved = [0, 0]
                     out = trip(args, kwargs, moved)
@@ -179,7 +173,7 @@ class Installation:
             except FallbackFailed:
                 raise
             except Exception as e:
-                raise self._failed(s, e) from e
+                raise failed(s, self.target, e, stats) from e
             finally:
                 s.seconds += time.perf_counter() - t0
             return out
@@ -191,16 +185,6 @@ class Installation:
         if active is None:
             active = self._local.active = set()
         return active
-
-    def _failed(self, s: OpStat, e: Exception) -> FallbackFailed:
-        from opaudit.fallback.stats import _user_line
-
-        line = _user_line()
-        where = f" at {line}" if line else ""
-        msg = (f"opaudit's fallback of aten::{s.op} ({s.path}) on {self.target} ({self.device_type}){where} "
-               f"failed: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
-        self.stats.errors.append(msg)
-        return FallbackFailed(msg)
 
     # -- lifetime ---------------------------------------------------------------------------------------
     @property
@@ -222,6 +206,19 @@ class Installation:
 
     def __exit__(self, *exc: Any) -> None:
         self.uninstall()
+
+
+def failed(s: OpStat, target: str, e: Exception, stats: Stats) -> FallbackFailed:
+    """The error of a fallback that raised: the op, its path, the target and the user's line of this call
+    (kept in the statistics' errors too)."""
+    from opaudit.fallback.stats import _user_line
+
+    line = _user_line()
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    msg = (f"opaudit's fallback of aten::{s.op} ({s.path}) on {target}" + (f" at {line}" if line else "")
+           + f" failed: {type(e).__name__}: {first}")
+    stats.errors.append(msg)
+    return FallbackFailed(msg)
 
 
 def _host(t: torch.Tensor) -> torch.Tensor:

@@ -33,8 +33,8 @@ from typing import Any
 import torch
 
 from opaudit.errors import InputError
-from opaudit.fallback.choose import Chooser, decomposition, op_name
-from opaudit.fallback.live import FallbackFailed
+from opaudit.fallback.choose import Chooser, op_name, run_decomposition
+from opaudit.fallback.live import FallbackFailed, failed
 from opaudit.fallback.roundtrip import outputs, reference, rel_error, written
 from opaudit.fallback.stats import OpStat, Stats
 
@@ -347,13 +347,7 @@ class Simulator:
             if self.check_numerics and torch.Tag.nondeterministic_seeded not in func.tags:
                 expected = reference(func, args, kwargs, _host)
             if path == "decomposition":
-                fn = decomposition(func)
-                assert fn is not None
-                active.add(func)
-                try:
-                    out = fn(*args, **kwargs)
-                finally:
-                    active.discard(func)
+                out = run_decomposition(func, args, kwargs, active)
             else:
                 s.to_host += _bytes((args, kwargs))
                 out = run_native(func, args, kwargs)
@@ -364,13 +358,7 @@ class Simulator:
         except (FallbackFailed, SimulatedMissing):
             raise
         except Exception as e:
-            line = _line()
-            where = f" at {line}" if line else ""
-            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            msg = (f"opaudit's fallback of aten::{name} ({path}) on {self.target}{where} failed: "
-                   f"{type(e).__name__}: {first}")
-            self.stats.errors.append(msg)
-            raise FallbackFailed(msg) from e
+            raise failed(s, self.target, e, self.stats) from e
         finally:
             s.seconds += time.perf_counter() - t0
         return out
