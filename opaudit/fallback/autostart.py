@@ -61,10 +61,16 @@ class _After(importlib.abc.MetaPathFinder):
         return spec
 
 
+_started = False
+
+
 def start() -> None:
+    """Once per process, whichever .pth calls it (an editable install and site-packages may both have it)."""
+    global _started
     target = os.environ.get("OPAUDIT_FALLBACK", "").strip()
-    if not target:
+    if not target or _started:
         return
+    _started = True
     from opaudit.fallback.live import live_key, resolve_target
 
     try:
