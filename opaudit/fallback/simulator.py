@@ -222,6 +222,35 @@ class _Plan:
     stat: OpStat
     status: str
     note: str
+    check_devices: bool = True  # a CPU tensor beside device tensors is an error, as on a device
+
+
+# ops a device takes CPU tensors in (besides 0-dim ones, which every op takes): copies between the two, and
+# advanced indexing with CPU indices
+CROSS_DEVICE = frozenset({
+    "copy_", "_to_copy", "_copy_from", "_copy_from_and_resize", "to", "index.Tensor", "index_put_", "index_put",
+    "_index_put_impl_", "set_.source_Tensor", "lift_fresh", "lift_fresh_copy", "_has_compatible_shallow_copy_type",
+    "equal",
+})
+
+
+def _host_tensor(args: tuple) -> torch.Tensor | None:
+    """A CPU tensor of at least one dimension among ``args`` (lists included), when a device tensor is there too."""
+    host = None
+    device = False
+    for a in args:
+        if isinstance(a, SimTensor):
+            device = True
+        elif isinstance(a, torch.Tensor):
+            if a.device.type == "cpu" and a.dim() > 0:
+                host = a
+        elif type(a) is list or type(a) is tuple:
+            for t in a:
+                if isinstance(t, SimTensor):
+                    device = True
+                elif isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dim() > 0:
+                    host = t
+    return host if device else None
 
 
 class Simulator:
@@ -284,7 +313,7 @@ class Simulator:
         stat = OpStat(name, path, note, support_status) if kind != _MISSING else OpStat(name, "?", note, support_status)
         if kind != _MISSING:
             self.stats.ops[(name, path)] = stat
-        plan = self._plans[func] = _Plan(kind, stat, support_status, note)
+        plan = self._plans[func] = _Plan(kind, stat, support_status, note, name not in CROSS_DEVICE)
         return plan
 
     # -- one op -------------------------------------------------------------------------------------
@@ -292,6 +321,14 @@ class Simulator:
         plan = self._plans.get(func)
         if plan is None:
             plan = self._plan(func)
+        if plan.check_devices:
+            cpu = _host_tensor((*args, *kwargs.values()))
+            if cpu is not None:
+                line = _line()
+                raise RuntimeError(
+                    f"Expected all tensors to be on the same device, but found at least two devices, "
+                    f"{_device.name}:{_index(args, kwargs)} and cpu! [simulated {self.target}: aten::{plan.stat.op} "
+                    f"got a CPU tensor of shape {list(cpu.shape)}" + (f", at {line}" if line else "") + "]")
         if plan.kind == _NATIVE:
             plan.stat.calls += 1
             return run_native(func, args, kwargs)

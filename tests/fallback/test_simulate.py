@@ -140,6 +140,13 @@ def test_the_unported_cuda_script_is_rehearsed_too(tmp_path):
     assert {"_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_", "convolution"} <= ops
 
 
+def test_a_cpu_tensor_beside_device_tensors_fails_as_on_the_device():
+    rc, _, stderr = run_cli("run", "--simulate", "ascend", "--", str(FIXTURES / "fallback" / "forgot_to_move.py"))
+    assert rc == 3
+    assert "Expected all tensors to be on the same device, but found at least two devices, npu:0 and cpu!" in stderr
+    assert "forgot_to_move.py:9" in stderr and "Traceback" not in stderr
+
+
 def test_collectives_of_one_process_under_the_targets_backend_name():
     rc, stdout, stderr = run_cli("run", "--simulate", "ascend", "--", str(FIXTURES / "fallback" / "ddp_hccl.py"))
     assert rc == 0, stderr[-2000:]
