@@ -268,6 +268,11 @@ def trace(
         _finish(result, json_path, top, quiet, opts)
 
 
+def _print_lines(console: Console, lines: list[str]) -> None:
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run(
     ctx: typer.Context,
@@ -316,15 +321,11 @@ def run(
                                 record=bool(outputs), module=module, imports=tuple(imports or ()))
         except RunFailed as e:
             path = stats_path or Path("opaudit-fallback.partial.json")
-            e.stats.finish()
             e.stats.save(path)
-            for line in e.stats.lines()[: 1 if quiet else None]:
-                err.print(line, markup=False, highlight=False, soft_wrap=True)
+            _print_lines(err, e.stats.lines()[: 1 if quiet else None])
             err.print(f"partial fallback statistics saved to {path}", style="yellow")
             raise
-        lines = result.stats.lines()
-        for line in lines[: 1 if quiet else None]:
-            out.print(line, markup=False, highlight=False, soft_wrap=True)
+        _print_lines(out, result.stats.lines()[: 1 if quiet else None])
         if stats_path:
             result.stats.save(stats_path)
             err.print(f"fallback statistics written to {stats_path}", style="green")

@@ -20,6 +20,7 @@ needs on the device (INFRASTRUCTURE).
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -77,16 +78,27 @@ def decomposition(op: torch._ops.OpOverload) -> Callable[..., Any] | None:
     return op.decompose if implicit else None
 
 
-def run_decomposition(op: torch._ops.OpOverload, args: tuple, kwargs: dict[str, Any], active: set[Any]) -> Any:
-    """``op`` through its decomposition; ``active`` holds the ops being decomposed on this thread, so that a
-    decomposition that calls its own op can be told (the caller sends that inner call another way)."""
+_decomposing = threading.local()  # .ops: the ops being decomposed on this thread
+
+
+def decomposing(op: torch._ops.OpOverload) -> bool:
+    """Whether ``op`` is being decomposed on this thread: a decomposition that calls its own op (the
+    caller sends that inner call another way)."""
+    return op in getattr(_decomposing, "ops", ())
+
+
+def run_decomposition(op: torch._ops.OpOverload, args: tuple, kwargs: dict[str, Any]) -> Any:
+    """``op`` through its decomposition."""
     fn = decomposition(op)
     assert fn is not None
-    active.add(op)
+    ops = getattr(_decomposing, "ops", None)
+    if ops is None:
+        ops = _decomposing.ops = set()
+    ops.add(op)
     try:
         return fn(*args, **kwargs)
     finally:
-        active.discard(op)
+        ops.discard(op)
 
 
 _CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*backward[A-Za-z0-9_]*)\s*\(")

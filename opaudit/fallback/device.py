@@ -22,7 +22,6 @@ import time
 import types
 from collections.abc import Callable
 from contextlib import contextmanager
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -243,6 +242,27 @@ class SimDevice(types.ModuleType):
 
 # -- entering a simulation: each step returns how to undo it ---------------------------------------------
 
+_MISSING = object()
+
+
+class _Patches:
+    """Attributes set for the simulation; ``undo`` sets them back (or removes those that were not there)."""
+
+    def __init__(self) -> None:
+        self._old: list[tuple[Any, str, Any]] = []
+
+    def __call__(self, holder: Any, attr: str, value: Any) -> None:
+        self._old.append((holder, attr, getattr(holder, attr, _MISSING)))
+        setattr(holder, attr, value)
+
+    def undo(self) -> None:
+        for holder, attr, value in reversed(self._old):
+            if value is _MISSING:
+                delattr(holder, attr)
+            else:
+                setattr(holder, attr, value)
+        self._old.clear()
+
 
 def enter(sim: Simulator) -> list[Callable[[], None]]:
     undo: list[Callable[[], None]] = []
@@ -293,16 +313,12 @@ def _swap_parameters() -> Callable[[], None]:
 def _pinning() -> Callable[[], None]:
     """Pinned host memory (``pin_memory=True`` in a DataLoader) needs the device's pinned allocator, which
     a Python-registered device cannot provide; the host is the device here, so pinning is the identity."""
-    original = torch.Tensor.pin_memory
-
     def pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
         return self
 
-    torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign,assignment]
-
-    def undo() -> None:
-        torch.Tensor.pin_memory = original  # type: ignore[method-assign]
-    return undo
+    patch = _Patches()
+    patch(torch.Tensor, "pin_memory", pin_memory)
+    return patch.undo
 
 
 def _foreach(sim: Simulator) -> Callable[[], None]:
@@ -325,7 +341,7 @@ def _autocast(sim: Simulator) -> Callable[[], None]:
 
     name = sim.name
     policy = CudaAutocast(torch.float16, key="AutocastPrivateUse1", low=lambda: torch.get_autocast_dtype(name))
-    policy.install(fallthrough_others=False)
+    policy.install()
     return policy.uninstall
 
 
@@ -438,14 +454,11 @@ def _collectives(sim: Simulator) -> Callable[[], None]:
             store = dist.HashStore()
             world_size = 1 if world_size == -1 else world_size
             rank = 0 if rank == -1 else rank
-        return original(backend, init_method, timeout or timedelta(minutes=5), world_size, rank, store,
-                        *args, **kwargs)
+        return original(backend, init_method, timeout, world_size, rank, store, *args, **kwargs)
 
-    dist.init_process_group = init_process_group
-
-    def undo() -> None:
-        dist.init_process_group = original
-    return undo
+    patch = _Patches()
+    patch(dist, "init_process_group", init_process_group)
+    return patch.undo
 
 
 # -- other device types onto the simulated one ---------------------------------------------------------
@@ -479,16 +492,8 @@ class DeviceMap(TorchFunctionMode):
 
 
 def _map_devices(sim: Simulator) -> Callable[[], None]:
-    from opaudit.fallback.simulator import setup_device
-
-    setup_device(sim.name)
-    module = getattr(torch, sim.name)
-    restore: list[tuple[Any, str, Any]] = []
-
-    def patch(holder: Any, attr: str, value: Any) -> None:
-        restore.append((holder, attr, getattr(holder, attr, _MISSING)))
-        setattr(holder, attr, value)
-
+    module = getattr(torch, sim.name)  # the simulated device's module (simulator.setup_device)
+    patch = _Patches()
     name = sim.name
 
     def to_device(self: torch.Tensor, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> torch.Tensor:
@@ -534,15 +539,8 @@ def _map_devices(sim: Simulator) -> Callable[[], None]:
 
     def undo() -> None:
         mode.__exit__(None, None, None)
-        for holder, attr, value in reversed(restore):
-            if value is _MISSING:
-                delattr(holder, attr)
-            else:
-                setattr(holder, attr, value)
+        patch.undo()
     return undo
-
-
-_MISSING = object()
 
 
 def _forward(fn: Callable[..., Any]) -> Callable[..., Any]:

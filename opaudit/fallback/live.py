@@ -16,10 +16,9 @@ was. ``OPAUDIT_FALLBACK=ascend`` lets an unmodified script opt in (opaudit.fallb
 from __future__ import annotations
 
 import importlib
-import threading
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -29,13 +28,14 @@ from opaudit.fallback.choose import (
     INFRASTRUCTURE,
     OVERRIDEABLE,
     Chooser,
+    decomposing,
     op_name,
     overload_of,
     plain_name,
     run_decomposition,
 )
 from opaudit.fallback.roundtrip import RoundTrip, outputs, reference, rel_error
-from opaudit.fallback.stats import OpStat, Stats
+from opaudit.fallback.stats import OpStat, Stats, user_line
 from opaudit.matrix.probe import installed_torch_ops
 
 
@@ -116,7 +116,6 @@ class Installation:
         self.chooser = Chooser(has, force_cpu=force_cpu, forbid=forbid,
                                has_base=lambda base: base in direct, out_variants=False)
         self._lib: torch.library.Library | None = torch.library.Library("aten", "IMPL")
-        self._local = threading.local()
         self.registered: list[str] = []
         try:
             with warnings.catch_warnings():
@@ -142,14 +141,12 @@ class Installation:
     def _kernel(self, op: torch._ops.OpOverload):
         name = op_name(op)
         trip = RoundTrip(op)
-        deterministic = torch.Tag.nondeterministic_seeded not in op.tags
         stats = self.stats
 
         def kernel(*args: Any, **kwargs: Any) -> Any:
             choice = self.chooser.confirm(op, args, kwargs)
             path = choice.path
-            active = self._active()
-            if path == "decomposition" and op in active:
+            if path == "decomposition" and decomposing(op):
                 path = "cpu"  # a decomposition that calls its own op: the inner call goes through the CPU
             s = stats.op(name, path, choice.reason if path == choice.path else "called by its own decomposition")
             s.calls += 1
@@ -158,33 +155,18 @@ class Installation:
                 raise NotImplementedError(
                     f"Could not run 'aten::{name}' with arguments from the '{self.device_type}' backend: "
                     f"the device has no kernel for it and opaudit's fallback is forbidden for it")
-            t0 = time.perf_counter()
-            try:
-                expected = (reference(op, args, kwargs, _host) if self.check_numerics and deterministic else None)
-                if path == "decomposition":
-                    out = run_decomposition(op, args, kwargs, active)
-                else:
-                    moved = [0, 0]
-                    out = trip(args, kwargs, moved)
-                    s.to_host += moved[0]
-                    s.to_device += moved[1]
-                if expected is not None:
-                    stats.numerics(s, rel_error(outputs(op, out, args, kwargs), expected, _host))
-            except FallbackFailed:
-                raise
-            except Exception as e:
-                raise failed(s, self.target, e, stats) from e
-            finally:
-                s.seconds += time.perf_counter() - t0
-            return out
+
+            def round_trip() -> Any:
+                moved = [0, 0]
+                out = trip(args, kwargs, moved)
+                s.to_host += moved[0]
+                s.to_device += moved[1]
+                return out
+
+            return run_fallback(op, path, s, stats, self.target, args, kwargs, round_trip,
+                                check=self.check_numerics, host=_host)
 
         return kernel
-
-    def _active(self) -> set[str]:
-        active = getattr(self._local, "active", None)
-        if active is None:
-            active = self._local.active = set()
-        return active
 
     # -- lifetime ---------------------------------------------------------------------------------------
     @property
@@ -208,12 +190,36 @@ class Installation:
         self.uninstall()
 
 
+def run_fallback(op: torch._ops.OpOverload, path: str, s: OpStat, stats: Stats, target: str, args: tuple,
+                 kwargs: dict[str, Any], cpu: Callable[[], Any], *, check: bool,
+                 host: Callable[[torch.Tensor], torch.Tensor],
+                 passthrough: tuple[type[BaseException], ...] = ()) -> Any:
+    """One call of ``op`` on a fallback ``path``: its decomposition, else ``cpu()`` (the CPU round trip);
+    timed into ``s``, compared with the CPU kernel when ``check`` (``host`` gives a tensor's data on the
+    host), and an error turned into FallbackFailed, except ``passthrough`` ones, which stay what they are."""
+    t0 = time.perf_counter()
+    try:
+        expected = None
+        if check and torch.Tag.nondeterministic_seeded not in op.tags:
+            expected = reference(op, args, kwargs, host)
+        out = run_decomposition(op, args, kwargs) if path == "decomposition" else cpu()
+        if expected is not None:
+            stats.numerics(s, rel_error(outputs(op, out, args, kwargs), expected, host))
+        return out
+    except FallbackFailed:
+        raise
+    except passthrough:
+        raise
+    except Exception as e:
+        raise failed(s, target, e, stats) from e
+    finally:
+        s.seconds += time.perf_counter() - t0
+
+
 def failed(s: OpStat, target: str, e: Exception, stats: Stats) -> FallbackFailed:
     """The error of a fallback that raised: the op, its path, the target and the user's line of this call
     (kept in the statistics' errors too)."""
-    from opaudit.fallback.stats import _user_line
-
-    line = _user_line()
+    line = user_line()
     first = str(e).strip().splitlines()[0] if str(e).strip() else ""
     msg = (f"opaudit's fallback of aten::{s.op} ({s.path}) on {target}" + (f" at {line}" if line else "")
            + f" failed: {type(e).__name__}: {first}")

@@ -17,6 +17,8 @@ Backend stubs (``convolution_overrideable``) run the op they stand for (choose.O
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import torch
@@ -40,12 +42,15 @@ UNANNOTATED_WRITES = {
 }
 
 
-def written(op: torch._ops.OpOverload) -> list[tuple[int, str, str | None]]:
-    """(position, name, alias set) of every argument the op writes (UNANNOTATED_WRITES included)."""
-    quiet = UNANNOTATED_WRITES.get(op._schema.name + (f".{op._overloadname}" if op._overloadname != "default"
-                                                      else ""), ())
-    return [(i, a.name, _alias_set(a.alias_info)) for i, a in enumerate(op._schema.arguments)
-            if (a.alias_info is not None and a.alias_info.is_write) or a.name in quiet]
+@dataclass(frozen=True)
+class Signature:
+    """What an op's schema says about aliasing, once per op."""
+
+    writes: tuple[tuple[int, str], ...]  # the arguments it writes: (position, name), UNANNOTATED_WRITES included
+    # per result: ("write", position, name) of the written argument it is, ("view", ...) of the argument it is
+    # a view of, or None for a fresh tensor (or a scalar)
+    returns: tuple[tuple[str, int, str] | None, ...]
+    out_names: frozenset[str]  # keyword-only written arguments (out=): only written, never read
 
 
 def _alias_set(info: Any) -> str | None:
@@ -53,6 +58,30 @@ def _alias_set(info: Any) -> str | None:
         return None
     sets = sorted(info.before_set)
     return sets[0] if sets else None
+
+
+@cache
+def signature(op: torch._ops.OpOverload) -> Signature:
+    args = op._schema.arguments
+    quiet = UNANNOTATED_WRITES.get(op._schema.name + (f".{op._overloadname}" if op._overloadname != "default"
+                                                      else ""), ())
+    writes = [(i, a) for i, a in enumerate(args) if (a.alias_info is not None and a.alias_info.is_write)
+              or a.name in quiet]
+    by_set: dict[str, tuple[str, int, str]] = {}
+    for i, a in enumerate(args):
+        info = a.alias_info
+        alias = _alias_set(info)
+        if info is not None and alias is not None:
+            by_set.setdefault(alias, ("write" if info.is_write else "view", i, a.name))
+    returns: list[tuple[str, int, str] | None] = []
+    for r in op._schema.returns:
+        hit = by_set.get(_alias_set(r.alias_info) or "")
+        # a written result is the written argument; a view result of a written argument is a view too
+        if hit is not None and hit[0] == "write" and not (r.alias_info is not None and r.alias_info.is_write):
+            hit = ("view", hit[1], hit[2])
+        returns.append(hit)
+    return Signature(tuple((i, a.name) for i, a in writes), tuple(returns),
+                     frozenset(a.name for _, a in writes if a.kwarg_only and a.alias_info is not None))
 
 
 def _arg(args: tuple, kwargs: dict[str, Any], pos: int, name: str) -> Any:
@@ -78,21 +107,11 @@ def cpu_call(op: torch._ops.OpOverload, args: tuple, kwargs: dict[str, Any]) -> 
 
 
 class RoundTrip:
-    """The CPU round trip of one op; ``moved`` holds the bytes of the last call (to host, to device)."""
+    """The CPU round trip of one op; each call adds the bytes it moves to ``moved`` (to host, to device)."""
 
     def __init__(self, op: torch._ops.OpOverload):
         self.op = op
-        self.writes = written(op)
-        self.returns = [(_alias_set(r.alias_info), bool(r.alias_info and r.alias_info.is_write))
-                        for r in op._schema.returns]
-        sets = {s: (i, n) for i, n, s in self.writes if s is not None}
-        self.view_sources = {
-            _alias_set(a.alias_info): (i, a.name) for i, a in enumerate(op._schema.arguments)
-            if a.alias_info is not None and not a.alias_info.is_write and _alias_set(a.alias_info) is not None
-        }
-        self.write_sets = sets
-        self.out_names = frozenset(a.name for a in op._schema.arguments
-                                   if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write)
+        self.sig = signature(op)
 
     def __call__(self, args: tuple, kwargs: dict[str, Any], moved: list[int]) -> Any:
         device = _device_of(args, kwargs)
@@ -108,13 +127,13 @@ class RoundTrip:
                 return torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device="cpu")
             return x
 
-        out_names = self.out_names
+        sig = self.sig
         hargs = pytree.tree_map(host, args)
-        hkwargs = {k: pytree.tree_map(fresh if k in out_names else host, v) for k, v in kwargs.items()}
+        hkwargs = {k: pytree.tree_map(fresh if k in sig.out_names else host, v) for k, v in kwargs.items()}
         if "device" in hkwargs and hkwargs["device"] is not None:
             hkwargs["device"] = torch.device("cpu")
         out = cpu_call(self.op, hargs, hkwargs)
-        for pos, name, _ in self.writes:  # copy what the op wrote back to the caller's tensors
+        for pos, name in sig.writes:  # copy what the op wrote back to the caller's tensors
             dst, src = _arg(args, kwargs, pos, name), _arg(hargs, hkwargs, pos, name)
             for d, s in zip(_tensors(dst), _tensors(src), strict=True):
                 if d is s:
@@ -123,20 +142,18 @@ class RoundTrip:
                     d.resize_(s.shape)
                 d.copy_(s)
                 moved[1] += s.numel() * s.element_size()
-        if not self.returns:
+        if not sig.returns:
             return out
-        results = list(out) if len(self.returns) > 1 else [out]
+        results = list(out) if len(sig.returns) > 1 else [out]
         final = []
-        for (alias, is_write), r in zip(self.returns, results, strict=True):
-            if alias is not None and is_write and alias in self.write_sets:
-                pos, name = self.write_sets[alias]
-                final.append(_arg(args, kwargs, pos, name))
-            elif alias is not None and alias in self.view_sources:
-                pos, name = self.view_sources[alias]
-                final.append(_view_on_device(self.op, args, kwargs, pos, name))
-            else:
+        for ret, r in zip(sig.returns, results, strict=True):
+            if ret is None:
                 final.append(_to_device(r, device, moved))
-        return tuple(final) if len(self.returns) > 1 else final[0]
+            elif ret[0] == "write":
+                final.append(_arg(args, kwargs, ret[1], ret[2]))
+            else:
+                final.append(_view_on_device(self.op, args, kwargs, ret[1], ret[2]))
+        return tuple(final) if len(sig.returns) > 1 else final[0]
 
 
 def _tensors(x: Any) -> list[torch.Tensor]:
@@ -190,7 +207,7 @@ def reference(op: torch._ops.OpOverload, args: tuple, kwargs: dict[str, Any],
 def outputs(op: torch._ops.OpOverload, out: Any, args: tuple, kwargs: dict[str, Any]) -> list[torch.Tensor]:
     """The tensors of an op's result, then the arguments it writes (reference's order)."""
     found = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
-    for pos, name, _ in written(op):
+    for pos, name in signature(op).writes:
         found += _tensors(_arg(args, kwargs, pos, name))
     return found
 

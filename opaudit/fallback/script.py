@@ -13,10 +13,8 @@ source line.
 from __future__ import annotations
 
 import importlib
-import importlib.util
-import runpy
-from contextlib import AbstractContextManager, ExitStack, nullcontext
-from dataclasses import dataclass, field
+from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +35,6 @@ class RunFailed(UserCodeError):
 class RunResult:
     stats: Stats
     trace: Any = None  # a Trace when recorded
-    exit_code: int = 0
-    notes: list[str] = field(default_factory=list)
 
 
 def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None = None, fallback: str | None = None,
@@ -50,25 +46,17 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     own package)."""
     from opaudit.fallback.live import FallbackFailed, install
     from opaudit.fallback.simulator import SimulatedMissing, Simulator
-    from opaudit.trace.script import _argv_and_path
+    from opaudit.trace.script import _argv_and_path, locate, run_main
 
     if (simulate is None) == (fallback is None):
         raise InputError("give one of --simulate TARGET (a CPU rehearsal) or --fallback TARGET (the live device)")
     argv = list(argv or [])
-    if module:
-        if importlib.util.find_spec(path) is None:
-            raise InputError(f"no module named {path!r}")
-        path0, shown = str(Path.cwd()), path
-    else:
-        p = Path(path)
-        if not p.is_file():
-            raise InputError(f"script not found: {path}")
-        path0, shown = str(p.resolve().parent), str(p)
+    path0, shown = locate(path, module)
     ctx: Any
     if simulate is not None:
         ctx = Simulator(simulate, strict=strict, check_numerics=check_numerics,
-                        map_devices=("cuda",) if map_cuda else (), force_cpu=force_cpu, forbid=forbid,
-                        plugin_import=_imports_plugin(None if module else Path(path), simulate))
+                        map_devices=("cuda",) if map_cuda else (), force_cpu=force_cpu, forbid=forbid)
+        ctx.plugin_import = not module and _imports(Path(path), ctx.release.import_name)
     else:
         assert fallback is not None
         for name in imports:
@@ -78,36 +66,24 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
                 raise InputError(f"--import {name}: {e}") from None
         ctx = install(fallback, force_cpu=force_cpu, forbid=forbid, check_numerics=check_numerics)
     stats: Stats = ctx.stats
-    recorder: AbstractContextManager[Any] = nullcontext()
     rec = None
     if record:
         from opaudit.trace.run import Recorder
 
         rec = Recorder(source={"kind": "script", "path": shown, "argv": argv, "module": module})
-        recorder = rec
     failure: BaseException | None = None
-    code = 0
     try:
-        with ExitStack() as stack:
-            stack.enter_context(_argv_and_path([shown, *argv], path0))
-            stack.enter_context(ctx)
-            stack.enter_context(recorder)
-            if module:
-                runpy.run_module(path, run_name="__main__", alter_sys=True)
-            else:
-                runpy.run_path(shown, run_name="__main__")
+        with _argv_and_path([shown, *argv], path0), ctx, rec or nullcontext():
+            run_main(shown, module)
     except SystemExit as e:
         if e.code not in (None, 0):
-            failure, code = e, e.code if isinstance(e.code, int) else 1
-    except KeyboardInterrupt:
-        raise
+            failure = e
     except OpauditError:
         raise
     except Exception as e:
         failure = e
-    trace = rec.trace if rec is not None else None
     if failure is None:
-        return RunResult(stats, trace, code)
+        return RunResult(stats, rec.trace if rec is not None else None)
     target = stats.target
     if isinstance(failure, SimulatedMissing):
         msg = f"{shown} stopped on {target} (--strict): {str(failure).split(' This could be')[0]}"
@@ -122,14 +98,11 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     raise RunFailed(msg, stats=stats, details=user_frames(failure), hint=hint, partial=None) from None
 
 
-def _imports_plugin(path: Path | None, target: str) -> bool:
-    """Whether the script imports the target's plugin itself (``import torch_npu``, as a ported script does)."""
+def _imports(path: Path, name: str | None) -> bool:
+    """Whether the script imports ``name`` itself (``import torch_npu``, as a ported script does)."""
     import re
 
-    from opaudit.matrix import load_matrix
-
-    name = load_matrix(target).release.import_name
-    if path is None or not name:
+    if not name or not path.is_file():
         return False
     try:
         text = path.read_text(errors="replace")

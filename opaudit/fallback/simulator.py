@@ -33,10 +33,10 @@ from typing import Any
 import torch
 
 from opaudit.errors import InputError
-from opaudit.fallback.choose import Chooser, op_name, run_decomposition
-from opaudit.fallback.live import FallbackFailed, failed
-from opaudit.fallback.roundtrip import outputs, reference, rel_error, written
-from opaudit.fallback.stats import OpStat, Stats
+from opaudit.fallback.choose import Chooser, decomposing, op_name
+from opaudit.fallback.live import run_fallback
+from opaudit.fallback.roundtrip import _arg, signature
+from opaudit.fallback.stats import OpStat, Stats, user_line
 
 BUILTIN_TYPES = frozenset({"cpu", "cuda", "xpu", "mps", "xla", "hpu", "mtia", "maia", "meta", "ipu", "ve", "lazy",
                            "vulkan", "metal", "fpga", "mkldnn", "opengl", "opencl", "ideep", "hip"})
@@ -144,51 +144,21 @@ def _refresh(t: Any) -> None:
                 w.data = SimTensor(e, w.device.index or 0)
 
 
-@dataclass
-class _Sig:
-    writes: list[tuple[int, str]]
-    returns: list[int | None]  # per result: the position of the written argument it is, else None
-
-
-_sigs: dict[Any, _Sig] = {}
-
-
-def _sig(func: Any) -> _Sig:
-    s = _sigs.get(func)
-    if s is None:
-        w = written(func)
-        by_set = {alias: (pos, name) for pos, name, alias in w if alias is not None}
-        returns: list[int | None] = []
-        for r in func._schema.returns:
-            info = r.alias_info
-            alias = sorted(info.before_set)[0] if info is not None and info.is_write and info.before_set else None
-            returns.append(by_set[alias][0] if alias in by_set else None)
-        s = _sigs[func] = _Sig([(p, n) for p, n, _ in w], returns)
-    return s
-
-
 def run_native(func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
     """Run ``func`` on the CPU data of its arguments; results are tensors of the simulated device, and
     written arguments are the caller's own."""
     index = _index(args, kwargs)
     out = func(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
-    sig = _sig(func)
+    sig = signature(func)
     for pos, name in sig.writes:
-        _refresh(args[pos] if pos < len(args) else kwargs.get(name))
+        _refresh(_arg(args, kwargs, pos, name))
     if not sig.returns:
         return out
-    if len(sig.returns) == 1:
-        at = sig.returns[0]
-        if at is not None:
-            return args[at] if at < len(args) else kwargs[func._schema.arguments[at].name]
-        return _wrap(out, index)
-    results = []
-    for at, r in zip(sig.returns, out, strict=True):
-        if at is not None:
-            results.append(args[at] if at < len(args) else kwargs[func._schema.arguments[at].name])
-        else:
-            results.append(_wrap(r, index))
-    return tuple(results)
+    results = [
+        _arg(args, kwargs, ret[1], ret[2]) if ret is not None and ret[0] == "write" else _wrap(r, index)
+        for ret, r in zip(sig.returns, out if len(sig.returns) > 1 else (out,), strict=True)
+    ]
+    return tuple(results) if len(sig.returns) > 1 else results[0]
 
 
 def _backend_kernel(op: Any, *args: Any, **kwargs: Any) -> Any:
@@ -219,9 +189,10 @@ _NATIVE, _VENDOR_CPU, _MISSING = 0, 1, 2
 @dataclass
 class _Plan:
     kind: int
-    stat: OpStat
+    op: str  # the matrix's name of the op
     status: str
     note: str
+    stat: OpStat | None  # native and vendor_cpu ops: their one statistic (opaudit's fallback: one per path)
     check_devices: bool = True  # a CPU tensor beside device tensors is an error, as on a device
 
 
@@ -281,7 +252,6 @@ class Simulator:
         self.stats = Stats(self.target, self.name, "simulated")
         self.chooser = Chooser(self._has, force_cpu=force_cpu, forbid=forbid, has_base=self._has_base)
         self._plans: dict[Any, _Plan] = {}
-        self._local = threading.local()
         self._warned: set[str] = set()
         self._undo: list[Any] = []
 
@@ -309,11 +279,9 @@ class Simulator:
             kind = _MISSING
         else:
             kind = _NATIVE
-        path = {_NATIVE: "native", _VENDOR_CPU: "vendor_cpu", _MISSING: "opaudit"}[kind]
-        stat = OpStat(name, path, note, support_status) if kind != _MISSING else OpStat(name, "?", note, support_status)
-        if kind != _MISSING:
-            self.stats.ops[(name, path)] = stat
-        plan = self._plans[func] = _Plan(kind, stat, support_status, note, name not in CROSS_DEVICE)
+        stat = None if kind == _MISSING else self.stats.op(name, "native" if kind == _NATIVE else "vendor_cpu",
+                                                             note, support_status)
+        plan = self._plans[func] = _Plan(kind, name, support_status, note, stat, name not in CROSS_DEVICE)
         return plan
 
     # -- one op -------------------------------------------------------------------------------------
@@ -324,13 +292,13 @@ class Simulator:
         if plan.check_devices:
             cpu = _host_tensor((*args, *kwargs.values()))
             if cpu is not None:
-                line = _line()
+                line = user_line()
                 raise RuntimeError(
                     f"Expected all tensors to be on the same device, but found at least two devices, "
-                    f"{_device.name}:{_index(args, kwargs)} and cpu! [simulated {self.target}: aten::{plan.stat.op} "
+                    f"{_device.name}:{_index(args, kwargs)} and cpu! [simulated {self.target}: aten::{plan.op} "
                     f"got a CPU tensor of shape {list(cpu.shape)}" + (f", at {line}" if line else "") + "]")
         if plan.kind == _NATIVE:
-            plan.stat.calls += 1
+            plan.stat.calls += 1  # type: ignore[union-attr]
             return run_native(func, args, kwargs)
         if plan.kind == _VENDOR_CPU:
             return self._vendor_cpu(func, plan, args, kwargs)
@@ -338,26 +306,22 @@ class Simulator:
 
     def _vendor_cpu(self, func: Any, plan: _Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
         s = plan.stat
+        assert s is not None
         if s.op not in self._warned:
             self._warned.add(s.op)
             who = self.release.package or self.release.vendor
             warnings.warn(f"[simulated {who}] the operator 'aten::{s.op}' is not supported on {self.device_type} "
                           "and falls back to run on the CPU; this may have performance implications", stacklevel=2)
-        if s.source is None:
-            s.source = _line()
-        t0 = time.perf_counter()
         s.calls += 1
-        s.to_host += _bytes((args, kwargs))
-        out = run_native(func, args, kwargs)
-        s.to_device += _bytes(out) + sum(_bytes(args[p] if p < len(args) else kwargs.get(n))
-                                         for p, n in _sig(func).writes)
+        t0 = time.perf_counter()
+        out = _round_trip(func, s, args, kwargs)
         s.seconds += time.perf_counter() - t0
         return out
 
     def _missing(self, func: Any, plan: _Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
-        name = plan.stat.op
+        name = plan.op
         if self.strict and plan.status == "missing":
-            line = _line()
+            line = user_line()
             self.stats.errors.append(f"aten::{name} is missing on {self.target}" + (f" (at {line})" if line else ""))
             raise SimulatedMissing(
                 f"Could not run 'aten::{name}' with arguments from the '{self.name}' backend. This could be because "
@@ -365,46 +329,18 @@ class Simulator:
                 f"process (if using custom build). [simulated {self.target}: {plan.note or 'missing'}"
                 + (f"; called at {line}" if line else "") + "]")
         choice = self.chooser.confirm(func, args, kwargs)
-        path = choice.path
-        active = self._active()
-        if path == "decomposition" and func in active:
-            path = "cpu"
+        path = "cpu" if choice.path == "decomposition" and decomposing(func) else choice.path
         s = self.stats.op(name, path, choice.reason, plan.status)
         s.calls += 1
-        self.stats.calls[path] += 1
         if path == "forbidden":
-            line = s.source or _line()
+            line = s.source or user_line()
             self.stats.errors.append(f"aten::{name}: fallback forbidden on {self.target}")
             raise SimulatedMissing(f"Could not run 'aten::{name}' with arguments from the '{self.name}' backend "
                                    f"[simulated {self.target}: missing, and opaudit's fallback is forbidden for it"
                                    + (f"; called at {line}" if line else "") + "]")
-        t0 = time.perf_counter()
-        try:
-            expected = None
-            if self.check_numerics and torch.Tag.nondeterministic_seeded not in func.tags:
-                expected = reference(func, args, kwargs, _host)
-            if path == "decomposition":
-                out = run_decomposition(func, args, kwargs, active)
-            else:
-                s.to_host += _bytes((args, kwargs))
-                out = run_native(func, args, kwargs)
-                s.to_device += _bytes(out) + sum(_bytes(args[p] if p < len(args) else kwargs.get(n))
-                                                 for p, n in _sig(func).writes)
-            if expected is not None:
-                self.stats.numerics(s, rel_error(outputs(func, out, args, kwargs), expected, _host))
-        except (FallbackFailed, SimulatedMissing):
-            raise
-        except Exception as e:
-            raise failed(s, self.target, e, self.stats) from e
-        finally:
-            s.seconds += time.perf_counter() - t0
-        return out
-
-    def _active(self) -> set[Any]:
-        active = getattr(self._local, "active", None)
-        if active is None:
-            active = self._local.active = set()
-        return active
+        return run_fallback(func, path, s, self.stats, self.target, args, kwargs,
+                            lambda: _round_trip(func, s, args, kwargs), check=self.check_numerics, host=_host,
+                            passthrough=(SimulatedMissing,))
 
     # -- lifetime -------------------------------------------------------------------------------------
     def __enter__(self) -> Simulator:
@@ -429,13 +365,6 @@ class Simulator:
             self._undo = []
             _active = None
         self.stats.finish()
-        self.stats.calls.update({"native": 0})
-        for (_, path), s in self.stats.ops.items():
-            if path in ("native", "vendor_cpu"):
-                self.stats.calls[path] += s.calls
-            if s.status:
-                self.stats.statuses[s.status] += s.calls
-        self.stats.calls = +self.stats.calls
 
 
 def _bytes(x: Any) -> int:
@@ -448,10 +377,13 @@ def _bytes(x: Any) -> int:
     return 0
 
 
-def _line() -> str | None:
-    from opaudit.fallback.stats import _user_line
-
-    return _user_line()
+def _round_trip(func: Any, s: OpStat, args: tuple, kwargs: dict[str, Any]) -> Any:
+    """Run ``func`` on the CPU data and count what a device's CPU round trip would move: its inputs to the
+    host, its results and the arguments it writes back."""
+    s.to_host += _bytes((args, kwargs))
+    out = run_native(func, args, kwargs)
+    s.to_device += _bytes(out) + sum(_bytes(_arg(args, kwargs, p, n)) for p, n in signature(func).writes)
+    return out
 
 
 # -- the device, once per process ---------------------------------------------------------------------
@@ -498,7 +430,7 @@ def memory_allocated() -> int:
         warnings.simplefilter("ignore")  # isinstance on deprecated module attributes warns
         objects = gc.get_objects()
     for obj in objects:
-        if type(obj) is SimTensor or isinstance(obj, torch.nn.Parameter) and isinstance(obj, SimTensor):
+        if type(obj) is SimTensor:  # (parameters too; isinstance would touch deprecated objects' __class__)
             st = obj.elem.untyped_storage()
             seen[st.data_ptr()] = st.nbytes()
     total = sum(seen.values())

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opaudit.errors import OutputError
+from opaudit.files import write_atomic
 
 SCHEMA = "opaudit.fallback/1"
 # the ways an op ran, best first
@@ -59,8 +59,6 @@ class Stats:
     device: str  # "npu"
     kind: str  # "installed" (a live backend) or "simulated" (a CPU rehearsal)
     ops: dict[tuple[str, str], OpStat] = field(default_factory=dict)
-    calls: Counter[str] = field(default_factory=Counter)  # calls per path, every op (simulation: native too)
-    statuses: Counter[str] = field(default_factory=Counter)  # calls per matrix status (simulation)
     errors: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
     duration_s: float = 0.0
@@ -70,7 +68,7 @@ class Stats:
         key = (name, path)
         s = self.ops.get(key)
         if s is None:
-            s = self.ops[key] = OpStat(name, path, reason, status, source=_user_line())
+            s = self.ops[key] = OpStat(name, path, reason, status, source=user_line())
         return s
 
     def numerics(self, s: OpStat, error: float) -> None:
@@ -82,12 +80,23 @@ class Stats:
         self.duration_s = round(time.perf_counter() - self.started, 4)
 
     # -- views ----------------------------------------------------------------------------------------
+    @property
+    def calls(self) -> Counter[str]:
+        """Calls per path (a simulation counts the ops that run on the device too)."""
+        return Counter({p: r["calls"] for p, r in self.summary().items()})
+
+    @property
+    def statuses(self) -> Counter[str]:
+        """Calls per matrix status (a simulation)."""
+        out: Counter[str] = Counter()
+        for s in self.ops.values():
+            if s.status:
+                out[s.status] += s.calls
+        return out
+
     def fallen_back(self) -> list[OpStat]:
         """The ops that did not run on the device itself, most calls first."""
         return sorted((s for s in self.ops.values() if s.path != "native"), key=lambda s: (-s.calls, s.op, s.path))
-
-    def ops_on(self, path: str) -> list[str]:
-        return sorted({s.op for s in self.ops.values() if s.path == path})
 
     def summary(self) -> dict[str, dict[str, float]]:
         """Per path: distinct ops, calls, bytes moved, seconds."""
@@ -98,9 +107,6 @@ class Stats:
             row["calls"] += s.calls
             row["bytes"] += s.bytes
             row["seconds"] += s.seconds
-        for path, n in self.calls.items():
-            out.setdefault(path, {"ops": 0, "calls": 0, "bytes": 0, "seconds": 0.0})["calls"] = max(
-                out[path]["calls"], n)
         return {p: out[p] for p in PATHS if p in out}
 
     def lines(self) -> list[str]:
@@ -108,14 +114,15 @@ class Stats:
         parts = [f"{PATH_TEXT[p]}: {int(r['calls']):,} calls" + (f" / {int(r['ops'])} ops" if r["ops"] else "")
                  for p, r in self.summary().items()]
         out = [f"fallback on {self.target} ({self.kind}, device {self.device}): " + (", ".join(parts) or "no op ran")]
-        for st in self.fallen_back()[:20]:
+        fallen = self.fallen_back()
+        for st in fallen[:20]:
             err = f", max rel. error {st.max_rel_error:.2g}" if st.max_rel_error is not None else ""
             moved = f", {_size(st.bytes)} moved" if st.bytes else ""
             where = f"  [{st.source}]" if st.source else ""
             out.append(f"  {st.op:<48} {st.path:<13} {st.calls:>7,} calls, {st.seconds * 1e3:8.1f} ms"
                        f"{moved}{err}{where}")
-        if len(self.fallen_back()) > 20:
-            out.append(f"  ... and {len(self.fallen_back()) - 20} more")
+        if len(fallen) > 20:
+            out.append(f"  ... and {len(fallen) - 20} more")
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -128,8 +135,7 @@ class Stats:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Stats:
-        s = cls(data["target"], data["device"], data["kind"], calls=Counter(data.get("calls", {})),
-                statuses=Counter(data.get("statuses", {})), errors=list(data.get("errors", [])))
+        s = cls(data["target"], data["device"], data["kind"], errors=list(data.get("errors", [])))
         s.duration_s = data.get("duration_s", 0.0)
         for row in data.get("ops", []):
             o = OpStat(**row)
@@ -137,14 +143,7 @@ class Stats:
         return s
 
     def save(self, path: str | Path) -> None:
-        p = Path(path)
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            tmp = p.with_name(p.name + ".tmp")
-            tmp.write_text(json.dumps(self.to_json(), indent=1) + "\n")
-            tmp.replace(p)
-        except OSError as e:
-            raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
+        write_atomic(path, json.dumps(self.to_json(), indent=1) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> Stats:
@@ -159,7 +158,7 @@ def _size(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-def _user_line() -> str | None:
+def user_line() -> str | None:
     """The first user line on the stack ("train.py:42"), as the tracer finds it."""
     from opaudit.trace.attribution import source_locator
     from opaudit.trace.recorder import _display_path

@@ -22,7 +22,6 @@ import torch
 from opaudit.data import load_toml
 
 _KEY = torch._C.DispatchKey.AutocastCPU
-_EXCLUDE = torch._C.DispatchKeySet(_KEY)
 AMP_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -102,8 +101,7 @@ class _Caster:
         return out
 
 
-def _kernel(op: torch._ops.OpOverload, policy: str, caster: _Caster, target=None,
-            exclude: torch._C.DispatchKeySet = _EXCLUDE):
+def _kernel(op: torch._ops.OpOverload, policy: str, caster: _Caster, target, exclude: torch._C.DispatchKeySet):
     if policy == "lower_precision_fp":
         def k(*args, **kwargs):
             with torch._C._ExcludeDispatchKeyGuard(exclude):
@@ -167,20 +165,20 @@ class CudaAutocast:
         self.caster = _Caster(low or dtype)
         self._lib: torch.library.Library | None = None
 
-    def install(self, *, fallthrough_others: bool = True) -> None:
-        """Register the policy's kernels; with ``fallthrough_others``, the key's other registered
-        kernels (torch's own CPU policy) step aside."""
+    def install(self) -> None:
+        """Register the policy's kernels; the key's other registered kernels (torch's own CPU policy) step
+        aside."""
         lib = torch.library.Library("aten", "IMPL")
         ours = set()
+        exclude = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, self.key))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "Overriding a previously registered kernel"
             for key, policy in self.policy.ops.items():
                 op = _overload(key)
                 target = _overload(_key(self.policy.append_dtype[key])) if policy == "fp32_append_dtype" else None
-                exclude = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, self.key))
                 lib.impl(key.removeprefix("aten::"), _kernel(op, policy, self.caster, target, exclude), self.key)
                 ours.add(key)
-            for key in torch._C._dispatch_get_registrations_for_dispatch_key(self.key) if fallthrough_others else ():
+            for key in torch._C._dispatch_get_registrations_for_dispatch_key(self.key):
                 if key.startswith("aten::") and key not in ours:
                     lib.impl(key.removeprefix("aten::"), torch.library.fallthrough_kernel, self.key)
         self._lib = lib

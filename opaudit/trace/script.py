@@ -23,6 +23,35 @@ from opaudit.trace.run import Recorder
 from opaudit.trace.schema import Trace
 
 
+def locate(target: str, module: bool) -> tuple[str, str]:
+    """(the folder put first on sys.path, the name shown and run) of a script path, a folder with
+    ``__main__.py``, or (``module``) a module name; InputError when there is none."""
+    if module:
+        try:
+            import importlib.util
+
+            found = importlib.util.find_spec(target)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise InputError(f"no module named {target!r}")
+        return os.getcwd(), target
+    path = Path(target)
+    if not path.exists():
+        raise InputError(f"script not found: {target}")
+    if path.is_dir() and not (path / "__main__.py").exists():
+        raise InputError(f"{target} is a folder without __main__.py")
+    return str(path.resolve().parent if path.is_file() else path.resolve()), str(path)
+
+
+def run_main(target: str, module: bool) -> None:
+    """Run ``target`` as ``__main__``, as ``python target`` or ``python -m target`` would."""
+    if module:
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+    else:
+        runpy.run_path(target, run_name="__main__")
+
+
 @contextmanager
 def _argv_and_path(argv: list[str], path0: str) -> Iterator[None]:
     old_argv, old_path = sys.argv[:], sys.path[:]
@@ -66,32 +95,13 @@ def trace_script(
 ) -> Trace:
     """Run ``target`` (a script path, or a module name with ``module=True``) as ``__main__``."""
     argv = list(argv or [])
-    if module:
-        try:
-            import importlib.util
-
-            found = importlib.util.find_spec(target)
-        except (ImportError, ValueError):
-            found = None
-        if found is None:
-            raise InputError(f"no module named {target!r}")
-        path0, shown = os.getcwd(), target
-    else:
-        path = Path(target)
-        if not path.exists():
-            raise InputError(f"script not found: {target}")
-        if path.is_dir() and not (path / "__main__.py").exists():
-            raise InputError(f"{target} is a folder without __main__.py")
-        path0, shown = str(path.resolve().parent if path.is_file() else path.resolve()), str(path)
+    path0, shown = locate(target, module)
     source = {"kind": "script", "path": shown, "argv": argv, "module": module}
     rec = Recorder(shapes=shapes, max_ops=max_ops, timeout=timeout, progress=progress, source=source)
     failure: BaseException | None = None
     try:
         with _argv_and_path([shown, *argv], path0), _alarm(timeout, rec), rec:
-            if module:
-                runpy.run_module(target, run_name="__main__", alter_sys=True)
-            else:
-                runpy.run_path(shown, run_name="__main__")
+            run_main(target, module)
     except SystemExit as e:
         if e.code not in (None, 0):
             failure = e
