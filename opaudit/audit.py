@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from opaudit.errors import InputError
 from opaudit.matrix import Database, Matrix, Support, database, load_matrix
-from opaudit.matrix.matrix import STATUSES
+from opaudit.matrix.matrix import STATUSES, dtype_names
 from opaudit.trace.schema import PHASES, Trace
 
 if TYPE_CHECKING:
@@ -40,7 +40,11 @@ VERDICTS = {
     "uncertain": "no op is missing, but the data says nothing about some",
     "fails": "fails: ops are missing",
 }
-FAIL_ON = ("missing", "cpu_fallback", "composite")  # --fail-on levels, each including the ones before
+# --fail-on levels, worst first; a level trips on its own status and on every worse one, so a gate set at
+# `unknown` (what opaudit.testing uses) never passes on ops the data knows nothing about
+FAIL_ON = ("missing", "version_skew", "unknown", "cpu_fallback", "composite")
+_TRIPS = {"missing": ("missing",), "version_skew": ("version_skew",), "unknown": ("unknown",),
+          "cpu_fallback": ("opaudit_fallback", "cpu_fallback"), "composite": ("composite",)}
 # devices whose tensors make torch.optim default to foreach (_get_foreach_kernels_supported_devices in
 # torch/utils/_foreach_utils.py): these device types, and the PrivateUse1 device whatever its name
 FOREACH_DEVICES = ("cuda", "xpu", "mtia")
@@ -226,11 +230,17 @@ class Audit:
         return max(found, key=STATUSES.index) if found else None
 
     def fails_on(self, level: str) -> list[str]:
-        """The selected targets with an op at ``level`` or worse (FAIL_ON: missing < cpu_fallback < composite)."""
-        if level not in FAIL_ON:
-            raise InputError(f"unknown --fail-on level {level!r}", hint=f"one of {', '.join(FAIL_ON)}")
-        bad = set(FAIL_ON[:FAIL_ON.index(level) + 1])
+        """The selected targets with an op at ``level`` or a worse one (FAIL_ON, worst first: missing,
+        version_skew, unknown, cpu_fallback, composite)."""
+        bad = tripping(level)
         return [k for k in self.selected if any(s.status in bad for s in self.results[k])]
+
+
+def tripping(level: str) -> frozenset[str]:
+    """The statuses a gate at ``level`` trips on: its own and every worse one."""
+    if level not in FAIL_ON:
+        raise InputError(f"unknown --fail-on level {level!r}", hint=f"one of (worst first) {', '.join(FAIL_ON)}")
+    return frozenset(s for lv in FAIL_ON[:FAIL_ON.index(level) + 1] for s in _TRIPS[lv])
 
 
 # -- building it -----------------------------------------------------------------------------------
@@ -288,14 +298,13 @@ def _status(m: Matrix, g: OpGroup) -> Support:
         return Support(choice.status, via=pick,
                        note=f"backward of {g.within}: the target runs the backward of its own pick"
                             + (f" ({choice.note})" if choice.note else ""))
-    return m.resolve(g.op)
+    return m.resolve_call(g.op, g.dtypes)
 
 
 def _caveats(m: Matrix, g: OpGroup) -> list[str]:
     if g.kind == "choice" and not g.dtypes:
         return []
-    return [f"{', '.join(c.dtypes)}: {c.note}" + (f" ({c.source})" if c.source else "")
-            for c in m.caveats(g.op, g.dtypes)]
+    return [c.describe() for c in m.caveats(g.op, g.dtypes)]
 
 
 def source_name(trace: Trace) -> str:
@@ -390,8 +399,20 @@ def _advise(a: Audit, key: str, db: Database) -> None:
                         f"CPU fallback would run: {r.fallback.switch or r.fallback.note}")
     if v.fallback and r.fallback.default_on and r.fallback.switch:
         v.advice.append(f"ops on the CPU fallback are correct but slow (host copies); {r.fallback.switch}")
-    dtypes = Counter(d for g, cav in zip(a.groups, a.caveats[key], strict=True) if cav
-                     for c in cav for d in c.split(":", 1)[0].split(", "))
-    if dtypes:
-        v.advice.append(f"{len(v.caveats)} op(s) are called with a dtype {r.vendor} documents limits for "
-                        f"({', '.join(d for d, _ in dtypes.most_common(4))}): see their caveats")
+    limited: Counter[str] = Counter()
+    limited_ops, skipped_ops = set(), set()
+    for g in a.groups:
+        if g.kind == "choice" and not g.dtypes:
+            continue
+        for c in m.caveats(g.op, g.dtypes):
+            if c.kind == "test_skip":
+                skipped_ops.add(g.op)
+            elif c.kind in ("limit", "converted"):
+                limited_ops.add(g.op)
+                limited.update(d for d in c.dtypes if d in dtype_names(g.dtypes))
+    if limited:
+        v.advice.append(f"{len(limited_ops)} op(s) are called with a dtype {r.vendor} documents limits for "
+                        f"({', '.join(d for d, _ in limited.most_common(4))}): see their caveats")
+    if skipped_ops:
+        v.advice.append(f"{r.vendor}'s own tests skip {len(skipped_ops)} op(s) for dtypes the model uses: not a "
+                        "documented limit, but worth a test on the device")

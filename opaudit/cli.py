@@ -92,14 +92,19 @@ def _progress() -> Any:
         yield update
 
 
-class FailOn(str, Enum):
+class FailOn(str, Enum):  # audit.FAIL_ON, worst first
     missing = "missing"
+    version_skew = "version_skew"
+    unknown = "unknown"
     cpu_fallback = "cpu_fallback"
     composite = "composite"
 
 
 EXIT_FAIL_ON = 1  # --fail-on: a selected target has an op at that level or worse
 
+_FAIL_ON_HELP = ("Exit with 1 when a selected target has an op at this level or a worse one. Levels, worst first: "
+                 "missing, version_skew, unknown, cpu_fallback, composite (so 'unknown' also trips on missing and "
+                 "version_skew: a gate that never passes on ops the data knows nothing about).")
 _TARGET_HELP = ("Target to check (repeatable): vendor, vendor@release, a matrix file, or 'all' (every release). "
                 "Default: the newest published release of every vendor.")
 
@@ -198,8 +203,7 @@ def scan(
     matrices: list[Path] | None = typer.Option(None, "--matrix", help="A user-supplied matrix file to check "
                                                "against too (repeatable); see docs/matrix-format.md."),
     no_audit: bool = typer.Option(False, "--no-audit", help="Only trace; check no target."),
-    fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Exit with 1 when a target has an op at this "
-                                          "level or worse (missing < cpu_fallback < composite)."),
+    fail_on: FailOn | None = typer.Option(None, "--fail-on", help=_FAIL_ON_HELP),
     html: Path | None = typer.Option(None, "--html", help="Write the self-contained HTML report here."),
     csv: Path | None = typer.Option(None, "--csv", help="Write one row per op x phase x target as CSV here."),
     markdown: Path | None = typer.Option(None, "--markdown", "--md", help="Write a Markdown summary here."),
@@ -242,8 +246,7 @@ def trace(
     matrices: list[Path] | None = typer.Option(None, "--matrix", help="A user-supplied matrix file to check "
                                                "against too (repeatable); see docs/matrix-format.md."),
     no_audit: bool = typer.Option(False, "--no-audit", help="Only trace; check no target."),
-    fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Exit with 1 when a target has an op at this "
-                                          "level or worse (missing < cpu_fallback < composite)."),
+    fail_on: FailOn | None = typer.Option(None, "--fail-on", help=_FAIL_ON_HELP),
     html: Path | None = typer.Option(None, "--html", help="Write the self-contained HTML report here."),
     csv: Path | None = typer.Option(None, "--csv", help="Write one row per op x phase x target as CSV here."),
     markdown: Path | None = typer.Option(None, "--markdown", "--md", help="Write a Markdown summary here."),
@@ -347,8 +350,7 @@ def report(
     matrices: list[Path] | None = typer.Option(None, "--matrix", help="A user-supplied matrix file to check "
                                                "against too (repeatable); see docs/matrix-format.md."),
     no_audit: bool = typer.Option(False, "--no-audit", help="Only trace; check no target."),
-    fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Exit with 1 when a target has an op at this "
-                                          "level or worse (missing < cpu_fallback < composite)."),
+    fail_on: FailOn | None = typer.Option(None, "--fail-on", help=_FAIL_ON_HELP),
     html: Path | None = typer.Option(None, "--html", help="Write the self-contained HTML report here."),
     csv: Path | None = typer.Option(None, "--csv", help="Write one row per op x phase x target as CSV here."),
     markdown: Path | None = typer.Option(None, "--markdown", "--md", help="Write a Markdown summary here."),

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from opaudit.audit import FAIL_ON, Audit, audit, short
+from opaudit.audit import Audit, audit, short, tripping
 from opaudit.trace import Trace, trace
 
 
@@ -27,15 +27,16 @@ class NotSupported(AssertionError):
 
 
 def assert_runs_on(model: Any, inputs: Any = None, target: str | Sequence[str] = "ascend", *,
-                   fail_on: str = "missing", **trace_kwargs: Any) -> Audit:
+                   fail_on: str = "unknown", **trace_kwargs: Any) -> Audit:
     """Trace ``model`` on ``inputs`` (``opaudit.trace`` arguments: ``train=True``, ``mode=``, ``loss_fn=``...)
-    and assert that every ``target`` runs it: no op at ``fail_on`` level or worse
-    (``missing`` < ``cpu_fallback`` < ``composite``). Returns the audit."""
+    and assert that every ``target`` runs it: no op at ``fail_on`` level or a worse one. Levels, worst first:
+    ``missing``, ``version_skew``, ``unknown``, ``cpu_fallback``, ``composite``; the default, ``unknown``,
+    also fails where the data knows nothing about an op. Returns the audit."""
     t = trace(model, inputs, **trace_kwargs)
     return assert_trace_runs_on(t, target, fail_on=fail_on)
 
 
-def assert_trace_runs_on(t: Trace, target: str | Sequence[str], *, fail_on: str = "missing") -> Audit:
+def assert_trace_runs_on(t: Trace, target: str | Sequence[str], *, fail_on: str = "unknown") -> Audit:
     """The same check for a trace you already have (``opaudit.load_trace("trace.json")``)."""
     targets = [target] if isinstance(target, str) else list(target)
     result = audit(t, targets, landscape=False)
@@ -46,7 +47,7 @@ def assert_trace_runs_on(t: Trace, target: str | Sequence[str], *, fail_on: str 
 
 
 def _message(a: Audit, failing: list[str], level: str, limit: int = 10) -> str:
-    bad = set(FAIL_ON[:FAIL_ON.index(level) + 1])
+    bad = tripping(level)
     lines = []
     for key in failing:
         v = a.verdicts[key]

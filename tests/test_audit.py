@@ -126,7 +126,44 @@ def test_fail_on_levels(gpt2_audit):
     assert set(a.fails_on("composite")) == set(a.selected)
     with pytest.raises(InputError):
         a.fails_on("slow")
-    assert FAIL_ON == ("missing", "cpu_fallback", "composite")
+    assert FAIL_ON == ("missing", "version_skew", "unknown", "cpu_fallback", "composite")
+
+
+def test_gates_never_pass_on_ops_the_data_knows_nothing_about(tmp_path):
+    """A list that is only an upper bound says nothing of the ops it lacks: they are unknown. --fail-on
+    missing lets them through, the levels from unknown on do not, and assert_runs_on (default
+    fail_on="unknown") fails on them."""
+    torch.manual_seed(0)
+    trace = opaudit.trace(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU()), torch.randn(2, 4), mode="real")
+    target = tmp_path / "bound.toml"
+    target.write_text(TINY.replace('vendor = "tiny"', 'vendor = "bound"\nexact = false\naccuracy = "a candidate list"'))
+    a = opaudit.audit(trace, [str(target)], landscape=False)
+    assert "unknown" in {s.status for s in a.results[a.selected[0]]} and a.worst() == "unknown"
+    assert a.verdicts[a.selected[0]].verdict == "uncertain"
+    assert a.fails_on("missing") == a.fails_on("version_skew") == []
+    assert a.fails_on("unknown") == a.fails_on("cpu_fallback") == a.fails_on("composite") == a.selected
+    with pytest.raises(NotSupported) as e:
+        assert_trace_runs_on(trace, str(target))
+    assert "unknown" in str(e.value) and "gelu [forward]" in str(e.value)
+    assert_trace_runs_on(trace, str(target), fail_on="missing")  # the old bar passes on ignorance
+
+
+def test_a_device_wide_dtype_limit_makes_the_op_missing():
+    """MPS has no float64: a float64 model fails there (it runs on CUDA), a float32 one runs."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    t32 = opaudit.trace(model, torch.randn(2, 8), train=True, mode="real")
+    t64 = opaudit.trace(model.double(), torch.randn(2, 8, dtype=torch.float64), train=True, mode="real")
+    a32 = opaudit.audit(t32, ["mps@2.13.0", "cuda@2.13.0"], landscape=False)
+    a64 = opaudit.audit(t64, ["mps@2.13.0", "cuda@2.13.0"], landscape=False)
+    assert a32.verdict("mps@2.13.0").verdict == "runs"
+    v = a64.verdict("mps@2.13.0")
+    assert v.verdict == "fails" and any(m.startswith("addmm (forward") for m in v.missing)
+    notes = {s.note for g, s in zip(a64.groups, a64.results["mps@2.13.0"], strict=True)
+             if g.op == "aten::addmm.default"}
+    assert any(n.startswith("float64 on mps: the MPS framework has no 64-bit floating types") for n in notes)
+    assert a64.verdict("cuda@2.13.0").verdict == "runs"
+    assert a64.fails_on("missing") == ["mps@2.13.0"]
 
 
 def test_default_targets_are_each_vendors_newest_published_release():

@@ -45,6 +45,23 @@ def test_fail_on_sets_the_exit_code(demo_trace):
     assert code == 1  # views and copies are composites even on CUDA
 
 
+def test_fail_on_unknown_trips_on_what_the_data_cannot_tell(demo_trace):
+    """ascend@1.8.1.post1's list is only an upper bound: the ops it lacks are unknown, not missing."""
+    code, _, err = run_cli("report", str(demo_trace), "-t", "ascend@1.8.1.post1", "--fail-on", "missing")
+    assert code == 0, err
+    code, _, err = run_cli("report", str(demo_trace), "-t", "ascend@1.8.1.post1", "--fail-on", "unknown")
+    assert code == EXIT_FAIL_ON and "--fail-on unknown: ascend@1.8.1.post1" in err
+
+
+def test_fail_on_levels_match_the_audit():
+    from opaudit.audit import FAIL_ON
+    from opaudit.cli import FailOn
+
+    assert tuple(f.value for f in FailOn) == FAIL_ON
+    code, out, _ = run_cli("report", "--help")
+    assert "worst first: missing, version_skew, unknown, cpu_fallback, composite" in " ".join(out.split())
+
+
 def test_bad_target_and_unwritable_output_fail_before_tracing(tmp_path):
     code, out, err = run_cli("scan", "examples/model.py", "-t", "ascnd")
     assert code == 2 and "unknown target vendor 'ascnd'" in err and "ascend" in err

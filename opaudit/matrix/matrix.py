@@ -23,6 +23,7 @@ in a CPU trace.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -117,6 +118,24 @@ class Matrix:
             hit = self._cache[name] = self._resolve(name, 0)
         return hit
 
+    def resolve_call(self, op: str, dtypes: tuple[str, ...] | list[str] = ()) -> Support:
+        """``resolve`` for calls with ``dtypes`` (the trace's dtype signatures): a caveat of kind
+        ``unsupported`` that names one of them makes the op ``missing``, one of kind ``cpu`` sends an op that
+        runs on the device to the CPU fallback."""
+        base = self.resolve(op)
+        if base.status not in ("native", "composite", "cpu_fallback") or not dtypes:
+            return base
+        for c in self.caveats(op, dtypes):
+            if c.kind == "unsupported":
+                used = ", ".join(d for d in c.dtypes if d in dtype_names(dtypes))
+                return Support("missing", via=base.via, note=f"{used} on {self.release.device_type}: {c.note}",
+                               leaves=base.leaves)
+        if base.status != "cpu_fallback":
+            for c in self.caveats(op, dtypes):
+                if c.kind == "cpu":
+                    return Support("cpu_fallback", via=base.via, note=c.note, leaves=base.leaves)
+        return base
+
     def supports(self, op: str) -> bool:
         return self.resolve(op).status in ("native", "composite")
 
@@ -132,7 +151,7 @@ class Matrix:
         found = [c for key in dict.fromkeys(("*", name, name.split(".")[0])) for c in self._caveat_index.get(key, ())]
         if not found or not dtypes:
             return found
-        used = {d.removesuffix("[]") for dt in dtypes for d in dt.split("|")}
+        used = dtype_names(dtypes)
         return [c for c in found if used.intersection(c.dtypes)]
 
     # -- the rules --------------------------------------------------------------------------------------
@@ -266,6 +285,19 @@ class Matrix:
         if op != "{op}":
             return op
         return choice if is_cpu_pick else name
+
+
+_DTYPE_WORD = re.compile(r"[a-z][a-z0-9_]*")
+
+
+@cache
+def _names(signatures: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(w for sig in signatures for w in _DTYPE_WORD.findall(sig))
+
+
+def dtype_names(signatures: tuple[str, ...] | list[str]) -> frozenset[str]:
+    """The dtype names in a trace's dtype signatures (``float32|int64[]``, ``float32->bfloat16``)."""
+    return _names(tuple(signatures))
 
 
 def worst(supports: list[Support]) -> Support:

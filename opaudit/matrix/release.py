@@ -42,15 +42,35 @@ class CpuFallback:
     note: str = ""
 
 
+# what a [[caveat]] says about the op for its dtypes; the first two change the op's status for calls with them
+CAVEAT_KINDS = {
+    "unsupported": "the device cannot hold or compute these dtypes: calls with them fail (status missing)",
+    "cpu": "the plugin sends calls with these dtypes to its CPU fallback (status cpu_fallback)",
+    "converted": "the plugin casts these dtypes before computing: it runs, with less range or precision",
+    "limit": "a documented limitation for these dtypes (read the note)",
+    "test_skip": "the vendor's own tests skip these dtypes: a hint, not a documented limit",
+}
+
+
 @dataclass
 class Caveat:
-    """A documented limit on an op (or a Python API) for some dtypes."""
+    """What the data says about an op (or a Python API) for some dtypes; ``kind`` is a key of CAVEAT_KINDS."""
 
     op: str  # aten name.overload, or a Python API name when `api` is true
     dtypes: list[str]
     note: str
     source: str
     api: bool = False
+    kind: str = "limit"
+
+    def describe(self) -> str:
+        """One line for a report: what kind of fact it is, the dtypes, the note and where it comes from."""
+        dtypes = ", ".join(self.dtypes)
+        where = f" ({self.source})" if self.source else ""
+        if self.kind == "test_skip":
+            return f"the vendor's tests skip {dtypes}: {self.note}{where}"
+        label = {"unsupported": "unsupported", "cpu": "on the CPU", "converted": "converted"}.get(self.kind)
+        return f"{dtypes}{f' {label}' if label else ''}: {self.note}{where}"
 
 
 @dataclass
@@ -249,7 +269,7 @@ def _caveat_lines(caveats: list[Caveat]) -> list[str]:
     lines: list[str] = []
     for c in caveats:
         lines += ["", "[[caveat]]", f"op = {_toml(c.op)}", f"dtypes = {_toml(c.dtypes)}",
-                  f"note = {_toml(c.note)}", f"source = {_toml(c.source)}"]
+                  f"note = {_toml(c.note)}", f"source = {_toml(c.source)}", f"kind = {_toml(c.kind)}"]
         if c.api:
             lines.append("api = true")
     return lines
@@ -257,11 +277,17 @@ def _caveat_lines(caveats: list[Caveat]) -> list[str]:
 
 def _caveats(data: dict[str, Any], origin: str) -> list[Caveat]:
     try:
-        return [Caveat(str(c["op"]), [str(d) for d in c.get("dtypes", [])], str(c.get("note", "")),
-                       str(c.get("source", "")), bool(c.get("api", False))) for c in data.get("caveat", [])]
+        out = [Caveat(str(c["op"]), [str(d) for d in c.get("dtypes", [])], str(c.get("note", "")),
+                      str(c.get("source", "")), bool(c.get("api", False)), str(c.get("kind", "limit")))
+               for c in data.get("caveat", [])]
     except (KeyError, TypeError, AttributeError) as e:
         raise InputError(f"{origin}: a [[caveat]] table is malformed ({type(e).__name__}: {e})",
-                         hint="each [[caveat]] needs op and may have dtypes, note, source, api") from None
+                         hint="each [[caveat]] needs op and may have dtypes, note, source, api, kind") from None
+    for c in out:
+        if c.kind not in CAVEAT_KINDS:
+            raise _AtToken(c.kind, f"{origin}: [[caveat]] of {c.op}: unknown kind {c.kind!r}",
+                           hint=f"kinds: {', '.join(CAVEAT_KINDS)}")
+    return out
 
 
 class _AtToken(InputError):

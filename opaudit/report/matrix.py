@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -94,10 +96,11 @@ def render_release(matrix: Matrix, console: Console, ops: list[str] | None = Non
         console.print(f"  source: {src.repo} {src.path} @ {src.commit or '?'} (sha256 {src.sha256[:12]})", style="dim")
     for c in r.all_caveats():
         if c.op == "*":
-            console.print(f"  caveat for every op: {', '.join(c.dtypes)}: {c.note} ({c.source})", style="yellow")
-    specific = [c for c in r.all_caveats() if c.op != "*"]
+            console.print(f"  caveat for every op: {c.describe()}", style="yellow")
+    specific = Counter(c.kind for c in r.all_caveats() if c.op != "*")
     if specific:
-        console.print(f"  {len(specific)} dtype caveats of single ops or APIs"
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(specific.items()))
+        console.print(f"  {sum(specific.values())} dtype caveats of single ops or APIs ({kinds})"
                       + (" (--op shows those of an op)" if not ops else ""))
     if ops:
         t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
@@ -111,7 +114,7 @@ def render_release(matrix: Matrix, console: Console, ops: list[str] | None = Non
             for c in matrix.caveats(op):
                 if c.op == "*":
                     continue
-                t.add_row("", Text("caveat", style="yellow"), f"{', '.join(c.dtypes)}: {c.note} ({c.source})")
+                t.add_row("", Text("caveat", style="yellow"), c.describe())
         console.print(t)
 
 

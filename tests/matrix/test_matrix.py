@@ -102,6 +102,8 @@ def test_unknown_targets_name_close_matches():
     (ACME.replace("forced_cpu", "sometimes_cpu"), "unknown op categories sometimes_cpu"),
     (ACME.replace('"mm",', '"mm(Tensor self)",'), "'mm(Tensor self)' is not an op name"),
     ("x = 1", "no [release] table"),
+    (ACME + "\n[[caveat]]\nop = '*'\ndtypes = ['float64']\nkind = 'unsuported'\n",
+     "unknown kind 'unsuported'"),
 ])
 def test_malformed_user_matrices_are_refused_clearly(tmp_path, text, message):
     path = tmp_path / "bad.toml"

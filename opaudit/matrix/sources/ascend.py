@@ -396,7 +396,7 @@ def opinfo_caveats(ctx: Context, f: Folder, torch: str) -> tuple[list[Caveat], l
             Caveat(op, sorted(set().union(*tests.values())),
                    "OpInfo tests skipped on NPU: " + " ".join(f"{t}[{','.join(sorted(ds))}]"
                                                              for t, ds in sorted(tests.items())),
-                   " + ".join(origin[op]), api=True)
+                   " + ".join(origin[op]), api=True, kind="test_skip")
             for op, tests in sorted(merged.items())
         ]
     return list(_CAVEATS[key]), [folder_source(ctx, f, x) for x in files]

@@ -251,7 +251,8 @@ def supa_release(ctx: Context, version: str, order: int) -> Release:
                                             "support double (float64)'; transfer_to_supa maps torch.cuda.DoubleTensor "
                                             "to torch.supa.FloatTensor", staged))
     caveats.append(Caveat("*", list(QUANTIZED), "quantized dtypes are declared unsupported when the privateuse1 "
-                                                "Tensor/Module/Storage methods are generated", staged))
+                                                "Tensor/Module/Storage methods are generated", staged,
+                             kind="unsupported"))
     ops = {"native": sorted(native), "autograd": sorted(reg["autograd"]), "quant": sorted(reg["quant"]),
            "custom": custom_ops(y)}
     notes += [f"user guide: {x}" for x in limits.get("other_documented_limits", [])[2:]]

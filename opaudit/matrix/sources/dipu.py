@@ -234,7 +234,7 @@ def convert_caveats(path: Path, staged: str, cov: Coverage, only: set[str] | Non
     if common:
         out.append(Caveat("*", sorted(common), f"the vendor's DIOPI adaptor casts {_cast_text(common)} before every "
                                                "DIOPI call (convert_config.yaml common_config): no native support, "
-                                               "results lose 64-bit range or precision", staged))
+                                               "results lose 64-bit range or precision", staged, kind="converted"))
     for op in sorted(cov.registered):
         own = {fn: {s: d for s, d in rules[fn].items() if common.get(s) != d}
                for fn in sorted(cov.calls.get(op, ())) if fn in rules}
@@ -244,7 +244,7 @@ def convert_caveats(path: Path, staged: str, cov: Coverage, only: set[str] | Non
         dtypes = sorted({s.split(" of ")[0] for casts in own.values() for s in casts})
         note = "; ".join(f"{fn}: {_cast_text(casts)}" for fn, casts in own.items())
         out.append(Caveat(op, dtypes, f"the vendor's DIOPI adaptor casts before the call ({note}): no native support "
-                                      "for these dtypes", staged))
+                                      "for these dtypes", staged, kind="converted"))
     return out, len(rules)
 
 
@@ -265,7 +265,7 @@ def skip_caveats(path: Path, staged: str) -> tuple[list[Caveat], int, int, int]:
             slot[1].append(case)
     caveats = [Caveat(name, sorted(ds), "DIOPI conformance-test cases the vendor skips (marks failing) for these "
                                         f"dtypes: {', '.join(cs)} (some only with particular shapes or arguments)",
-                      staged, api=True) for name, (ds, cs) in sorted(by_name.items())]
+                      staged, api=True, kind="test_skip") for name, (ds, cs) in sorted(by_name.items())]
     names = {n for c in with_skips.values() for n in c["name"]}
     return caveats, len(cases), len(with_skips), len(names)
 
@@ -387,7 +387,8 @@ def vendor_release(ctx: Context, vendor: str) -> Release:
                      "caveats")
     if vendor == "supa":
         caveats.append(Caveat("*", ["bool"], "bool tensors are represented as float on SUPA (a copy quirk of DIPU's "
-                                             "supa vendor code)", f"{RESEARCH} section 4.1"))
+                                             "supa vendor code)", f"{RESEARCH} section 4.1",
+                                kind="converted"))
 
     ops = {"native": sorted(native), "autograd": sorted(autograd), "cpu": sorted(cpu)}
     return Release(

@@ -80,7 +80,7 @@ def _condition_caveat(name: str, conds: list[dict[str, Any]], chip: str, staged:
             dtypes.update(SCALAR_TYPES[v] for v in vals if v in SCALAR_TYPES)
     return Caveat(name, sorted(dtypes), f"forced to the CPU on {chip.upper()} when {' or '.join(parts)} "
                                         "(gcu_op_fallback.yaml; the codegen checks these arguments at each call)",
-                  staged)
+                  staged, kind="cpu")
 
 
 def blocked_names(supported: list[dict[str, Any]]) -> set[str]:
@@ -127,7 +127,7 @@ def chip_release(ctx: Context, chip: str) -> Release:
     caveats = [Caveat("*", ["float64", "int64"],
                       "the hardware has no native 64-bit types: torch_gcu silently down-casts float64 / int64 (and "
                       "uint64) to 32 bits; TORCH_GCU_ENABLE_INT64_AND_UINT64=true tries 64-bit where available",
-                      f"{VENDOR}/SOURCES.md (Facts)")]
+                      f"{VENDOR}/SOURCES.md (Facts)", kind="converted")]
     caveats += [_condition_caveat(n, conds, chip, staged) for n, conds in sorted(conditional.items())]
     custom = sorted(f"torchvision::{e['name']}" for e in vision.get("supported") or [] if not e.get("disable"))
 

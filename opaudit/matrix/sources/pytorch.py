@@ -53,7 +53,8 @@ def releases(ctx: Context) -> list[Release]:
             if vendor == "mps":
                 caveats.append(Caveat("*", ["float64", "complex128"],
                                       "the MPS framework has no 64-bit floating types: tensors of these dtypes "
-                                      "cannot be created on mps", "PyTorch MPS backend (aten/src/ATen/mps)"))
+                                      "cannot be created on mps", "PyTorch MPS backend (aten/src/ATen/mps)",
+                                      kind="unsupported"))
             out.append(Release(
                 vendor=vendor, name=version, torch=version, device_type=device, dispatch_key=key,
                 package="torch", import_name=None, aliases=[f"{minor(version)[0]}.{minor(version)[1]}"],
