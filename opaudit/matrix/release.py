@@ -6,6 +6,7 @@ chip with no public data goes anywhere a vendor release goes.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -168,14 +169,16 @@ class Release:
         return "\n".join(lines) + "\n"
 
     @classmethod
-    def from_toml(cls, text: str, *, origin: str = "matrix file", base: Path | None = None) -> Release:
-        """Parse a release file; ``base`` is the folder its ``caveats_file`` is relative to."""
+    def from_toml(cls, text: str, *, origin: str = "matrix file", base: Path | None = None,
+                  validate: bool = True) -> Release:
+        """Parse a release file; ``base`` is the folder its ``caveats_file`` is relative to. ``validate``
+        checks it against release.schema.json (coverage_db's generated files skip that: a test checks them)."""
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise InputError(f"{origin} is not valid TOML: {e}") from None
         try:
-            release = cls.from_dict(data, origin=origin)
+            release = cls.from_dict(data, origin=origin, validate=validate)
         except _AtToken as e:  # say where the offending text is
             line = next((i for i, text_line in enumerate(text.splitlines(), 1) if e.token in text_line), None)
             where = f" (line {line})" if line else ""
@@ -190,13 +193,15 @@ class Release:
         return release
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, origin: str = "matrix file") -> Release:
+    def from_dict(cls, data: dict[str, Any], *, origin: str = "matrix file", validate: bool = True) -> Release:
         rel = data.get("release")
         if not isinstance(rel, dict):
             raise InputError(f"{origin}: no [release] table", hint=_FORMAT_HINT)
         missing = [k for k in ("vendor", "name", "torch", "device_type", "dispatch_key") if k not in rel]
         if missing:
             raise InputError(f"{origin}: [release] lacks {', '.join(missing)}", hint=_FORMAT_HINT)
+        if validate:
+            _validate(data, origin)
         ops = data.get("ops", {})
         if not isinstance(ops, dict) or not all(isinstance(v, (list, str)) for v in ops.values()):
             raise InputError(f"{origin}: [ops] must map categories to lists of op names", hint=_FORMAT_HINT)
@@ -235,7 +240,7 @@ class Release:
             raise InputError(f"{origin}: {type(e).__name__}: {e}", hint=_FORMAT_HINT) from None
 
     @classmethod
-    def load(cls, path: str | Path) -> Release:
+    def load(cls, path: str | Path, *, validate: bool = True) -> Release:
         p = Path(path)
         try:
             text = p.read_text(encoding="utf-8")
@@ -243,7 +248,7 @@ class Release:
             raise InputError(f"matrix file not found: {p}") from None
         except (OSError, UnicodeDecodeError) as e:
             raise InputError(f"cannot read matrix file {p}: {e}") from None
-        return cls.from_toml(text, origin=str(p), base=p.parent)
+        return cls.from_toml(text, origin=str(p), base=p.parent, validate=validate)
 
 
 def caveats_to_toml(caveats: list[Caveat], header: str = "") -> str:
@@ -288,6 +293,33 @@ def _caveats(data: dict[str, Any], origin: str) -> list[Caveat]:
             raise _AtToken(c.kind, f"{origin}: [[caveat]] of {c.op}: unknown kind {c.kind!r}",
                            hint=f"kinds: {', '.join(CAVEAT_KINDS)}")
     return out
+
+
+@cache
+def _validator() -> Any:
+    import jsonschema
+
+    schema = json.loads((Path(__file__).parent / "release.schema.json").read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _validate(data: dict[str, Any], origin: str) -> None:
+    """Refuse what the format does not have (a misspelt key would otherwise be read as absent), naming the
+    table, the key and, through _AtToken, its line."""
+    errors = list(_validator().iter_errors(data))
+    if not errors:
+        return
+    e = min(errors, key=lambda x: (len(x.absolute_path), [str(p) for p in x.absolute_path]))
+    path = list(e.absolute_path)
+    table = "the file" if not path else f"[{path[0]}]" if len(path) == 1 or not isinstance(path[1], int) \
+        else f"[[{path[0]}]] number {path[1] + 1}"
+    if e.validator == "additionalProperties":
+        extra = sorted(set(e.instance) - set(e.schema.get("properties", {})))
+        known = ", ".join(e.schema.get("properties", {}))
+        raise _AtToken(extra[0], f"{origin}: {table} has an unknown key {extra[0]!r}", hint=f"its keys: {known}")
+    key = next((str(p) for p in reversed(path) if isinstance(p, str)), "")
+    raise _AtToken(key or str(e.instance), f"{origin}: {table}" + (f" {key}" if key else "") + f": {e.message}",
+                   hint=_FORMAT_HINT)
 
 
 class _AtToken(InputError):

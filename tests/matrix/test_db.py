@@ -46,6 +46,15 @@ def test_every_vendor_has_releases_and_every_release_its_provenance(upstream):
             assert src.repo and src.path
 
 
+def test_every_release_file_passes_the_schema_user_matrices_are_held_to():
+    """The database loads its own files without the schema check (speed); they must pass it all the same."""
+    from opaudit.matrix.release import Release
+
+    root = data_dir("coverage_db")
+    for e in database().entries:
+        Release.load(root / e.file, validate=True)
+
+
 def test_every_file_says_it_is_generated():
     root = data_dir("coverage_db")
     for path in list(root.glob("*/*.toml")) + list(root.glob("pytorch/*.tsv")) + [root / "index.toml"]:

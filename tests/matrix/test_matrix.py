@@ -103,7 +103,11 @@ def test_unknown_targets_name_close_matches():
     (ACME.replace('"mm",', '"mm(Tensor self)",'), "'mm(Tensor self)' is not an op name"),
     ("x = 1", "no [release] table"),
     (ACME + "\n[[caveat]]\nop = '*'\ndtypes = ['float64']\nkind = 'unsuported'\n",
-     "unknown kind 'unsuported'"),
+     "[[caveat]] number 1 kind: 'unsuported' is not one of"),
+    (ACME.replace("default_on", "default_onn"), "(line 11): [cpu_fallback] has an unknown key 'default_onn'"),
+    (ACME.replace('dispatch_key = "PrivateUse1"', 'dispatch_key = "PrivateUse1"\nfunctionalisation = true'),
+     "[release] has an unknown key 'functionalisation'"),
+    (ACME.replace('torch = "2.6.0"', 'torch = 2.6'), "[release] torch: 2.6 is not of type 'string'"),
 ])
 def test_malformed_user_matrices_are_refused_clearly(tmp_path, text, message):
     path = tmp_path / "bad.toml"
