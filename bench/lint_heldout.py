@@ -9,8 +9,10 @@ runs through its library API with the settings `opaudit lint` uses by default (t
 default rule selection) unless told otherwise.
 
 Per category of bench/heldout/GUIDE.md, overall and per project:
-- recall: labelled lines on which at least one finding starts or ends, over labelled lines;
-- unlabelled share: findings whose first and last lines both carry no label, over all findings;
+- recall: labelled lines on which at least one finding lies (the line is within the finding's first to
+  last line: a finding on a call spread over lines counts for the line of its `"nccl"` argument), over
+  labelled lines;
+- unlabelled share: findings none of whose lines carries a label, over all findings;
 - also how many hit lines were found by a rule of the category's own catalogue group (`same_group`),
   which is informative, not a goal.
 Goals: recall >= 0.95, unlabelled share <= 0.05. --misses prints every missed labelled line and every
@@ -118,7 +120,7 @@ def score(corpus: Path, settings: Settings, jobs: int | None = None) -> tuple[di
         proj = projects[e["project"]]
         hits = 0
         for line, lab in labels.items():
-            on = [f for f in findings if line in (f.line, f.end_line)]
+            on = [f for f in findings if f.line <= line <= f.end_line]
             cat = lab["category"]
             for t in (overall, proj):
                 t.labelled[cat] += 1
@@ -134,7 +136,7 @@ def score(corpus: Path, settings: Settings, jobs: int | None = None) -> tuple[di
         for f in findings:
             for t in (overall, proj):
                 t.findings += 1
-            if f.line not in labels and f.end_line not in labels:
+            if not any(n in labels for n in range(f.line, f.end_line + 1)):
                 unl += 1
                 for t in (overall, proj):
                     t.unlabelled += 1
