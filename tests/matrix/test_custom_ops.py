@@ -200,3 +200,31 @@ def test_fail_on_missing_trips_on_a_cuda_only_op_for_musa(tmp_path):
     assert "opaudit_fused::gelu_bias" in out
     code, out, err = run_cli("report", str(trace), "-t", "cuda", "--fail-on", "missing")
     assert code == 0, err
+
+
+SCRIPT = '''
+import torch
+
+lib = torch.library.Library("opaudit_userlib", "DEF")
+lib.define("scale(Tensor x) -> Tensor")
+lib.impl("scale", lambda x: x * 2, "CPU")
+
+y = torch.ops.opaudit_userlib.scale(torch.ones(4, device="cuda"))
+print("sum", float(y.sum()))
+'''
+
+
+def test_strict_rehearsal_fails_on_a_custom_op_the_target_lacks(tmp_path):
+    script = tmp_path / "cpu_op.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    code, out, err = run_cli("run", "--simulate", "musa@2.7.1", "--strict", "--", str(script), cwd=tmp_path)
+    assert code != 0 and "sum" not in out
+    assert "opaudit_userlib::scale" in err and "no musa kernel" in err
+    # Ascend's CPU fallback is on by default: the device runs it on the CPU, and so does the rehearsal
+    stats = tmp_path / "stats.json"
+    code, out, err = run_cli("run", "--simulate", "ascend@2.13.0", "--strict", "--stats", str(stats), "--",
+                             str(script), cwd=tmp_path)
+    assert code == 0, err
+    assert "sum 8.0" in out
+    ops = {o["op"]: o for o in json.loads(stats.read_text())["ops"]}
+    assert ops["opaudit_userlib::scale"]["path"] == "vendor_cpu"
