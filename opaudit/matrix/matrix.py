@@ -159,6 +159,8 @@ class Matrix:
         if "::" in name:
             if self._listed_custom(name):
                 return Support("native", note=f"{r.package or r.vendor} registers a kernel for it")
+            if self._forced_custom(name):
+                return Support("cpu_fallback", note=f"{r.package or r.vendor} always runs it on the CPU")
             return Support("unknown", note="an op outside aten, and the trace does not say which dispatch keys had "
                                            "kernels for it (re-trace with this opaudit to record them)")
         if name in self._unsupported:
@@ -196,6 +198,9 @@ class Matrix:
     def _listed_custom(self, name: str) -> bool:
         return name in self._custom or name.split(".")[0] in self._custom
 
+    def _forced_custom(self, name: str) -> bool:
+        return name in self._forced or name.split(".")[0] in self._forced
+
     def _foreign(self, name: str, reg: Registration) -> Support:
         """An op of another namespace, from the target's data, else from where it had kernels."""
         r = self.release
@@ -203,6 +208,8 @@ class Matrix:
         key = r.dispatch_key
         if self._listed_custom(name):
             return Support("native", note=f"{who} registers a kernel for it")
+        if self._forced_custom(name):
+            return Support("cpu_fallback", note=f"{who} always runs it on the CPU; {reg.describe()}")
         keys = set(reg.keys)
         said = reg.describe()
         if "CompositeImplicitAutograd" in keys:

@@ -228,3 +228,18 @@ def test_strict_rehearsal_fails_on_a_custom_op_the_target_lacks(tmp_path):
     assert "sum 8.0" in out
     ops = {o["op"]: o for o in json.loads(stats.read_text())["ops"]}
     assert ops["opaudit_userlib::scale"]["path"] == "vendor_cpu"
+
+
+def test_torch_xpu_ops_registers_torchvision_kernels_by_release():
+    """xpu/derived_torchvision_ops.tsv: the lazy XPU registrations of torch-xpu-ops, per release branch."""
+    cpu_build = Registration(("CPU", "Meta", "AutocastCPU"), ("Meta",))
+    nms, roi_align, deform = "torchvision::nms.default", "torchvision::roi_align.default", "torchvision::deform_conv2d"
+    assert load_matrix("xpu@2.4").resolve(nms, cpu_build).status == "unknown"  # no map yet: no data
+    xpu25 = load_matrix("xpu@2.5")
+    assert xpu25.resolve(nms, cpu_build).status == "native"
+    assert xpu25.resolve(roi_align, cpu_build).status == "cpu_fallback"  # the map's is_cpu_fallback
+    assert load_matrix("xpu@2.6").resolve(roi_align, cpu_build).status == "native"
+    assert xpu25.resolve(deform, cpu_build).status == "unknown"
+    for line in ("2.7", "2.13", "2.14"):
+        assert load_matrix(f"xpu@{line}").resolve(deform, cpu_build).status == "native"
+    assert any(s.staged == "xpu/derived_torchvision_ops.tsv" for s in load_matrix("xpu@2.14").release.sources)
