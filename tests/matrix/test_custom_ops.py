@@ -243,3 +243,13 @@ def test_torch_xpu_ops_registers_torchvision_kernels_by_release():
     for line in ("2.7", "2.13", "2.14"):
         assert load_matrix(f"xpu@{line}").resolve(deform, cpu_build).status == "native"
     assert any(s.staged == "xpu/derived_torchvision_ops.tsv" for s in load_matrix("xpu@2.14").release.sources)
+
+
+def test_pytorch_xla_registers_nms_by_hand_from_2_4():
+    """xla/derived_torchvision_ops.tsv: TORCH_LIBRARY_IMPL(torchvision, XLA) of xla_manual_registration.cpp."""
+    cpu_build = Registration(("CPU", "Meta", "AutocastCPU"), ("Meta",))
+    old = load_matrix("xla@2.3.0").resolve("torchvision::nms.default", cpu_build)
+    assert old.status == "cpu_fallback"  # no XLA kernel yet: XLA's always-on CPU fallback runs it
+    for ref in ("2.4.0", "2.9.0", "master"):
+        assert load_matrix(f"xla@{ref}").resolve("torchvision::nms.default", cpu_build).status == "native"
+    assert load_matrix("xla@2.9.0").resolve("torchvision::roi_align.default", cpu_build).status == "cpu_fallback"
