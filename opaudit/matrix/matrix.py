@@ -161,8 +161,9 @@ class Matrix:
                 return Support("native", note=f"{r.package or r.vendor} registers a kernel for it")
             if self._forced_custom(name):
                 return Support("cpu_fallback", note=f"{r.package or r.vendor} always runs it on the CPU")
-            return Support("unknown", note="an op outside aten, and the trace does not say which dispatch keys had "
-                                           "kernels for it (re-trace with this opaudit to record them)")
+            return Support("unknown", note=f"an op outside aten that {r.package or r.vendor}'s data does not list: it "
+                                           "runs where its library registers kernels, which a trace records (one "
+                                           "taken before opaudit recorded them has none: re-trace)")
         if name in self._unsupported:
             return Support("missing", note=f"{r.package or r.vendor} registers a kernel that raises for it")
         if name in self._native:
