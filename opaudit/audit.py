@@ -11,7 +11,8 @@ audit also resolves the trace against every other release of every vendor in cov
 landscape: which releases run the model, and the oldest of each vendor that does).
 
 How a trace row maps to a status on a target:
-- an aten or custom op: ``Matrix.resolve``;
+- an aten op: ``Matrix.resolve``; a custom op: ``Matrix.resolve`` with the dispatch keys that had
+  kernels for it when it was traced (``Trace.registrations``);
 - a ``choice`` row (a composite whose kernel PyTorch picks per device): what the target would pick;
 - an op recorded *within* a choice (the backward of the CPU's pick): the status of the choice on the
   target, since the target runs its own pick's backward, not the CPU's.
@@ -276,7 +277,7 @@ def audit(trace: Trace, targets: Sequence[str | Matrix] | None = None, *, landsc
     results: dict[str, list[Support]] = {}
     caveats: dict[str, list[list[str]]] = {}
     for key, m in matrices.items():
-        results[key] = [_status(m, g) for g in groups]
+        results[key] = [_status(m, g, trace) for g in groups]
         caveats[key] = [_caveats(m, g) for g in groups]
     verdicts = {key: _verdict(m, groups, results[key], caveats[key], key in selected) for key, m in matrices.items()}
     result = Audit(trace, groups, matrices, selected, results, caveats, verdicts, list(fallback))
@@ -291,14 +292,14 @@ def default_targets(db: Database | None = None) -> list[str]:
     return [db.newest(v).key for v in db.vendors if v != "cpu"]
 
 
-def _status(m: Matrix, g: OpGroup) -> Support:
+def _status(m: Matrix, g: OpGroup, trace: Trace) -> Support:
     if g.within:
         choice = m.resolve(g.within)
         pick = choice.via or g.within.removeprefix("aten::").removesuffix(".default")
         return Support(choice.status, via=pick,
                        note=f"backward of {g.within}: the target runs the backward of its own pick"
                             + (f" ({choice.note})" if choice.note else ""))
-    return m.resolve_call(g.op, g.dtypes)
+    return m.resolve_call(g.op, g.dtypes, trace.registrations.get(g.op) if g.kind == "custom" else None)
 
 
 def _caveats(m: Matrix, g: OpGroup) -> list[str]:

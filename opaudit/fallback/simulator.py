@@ -37,6 +37,7 @@ from opaudit.fallback.choose import Chooser, decomposing, op_name
 from opaudit.fallback.live import run_fallback
 from opaudit.fallback.roundtrip import _arg, signature
 from opaudit.fallback.stats import OpStat, Stats, user_line
+from opaudit.matrix.registrations import read as read_registration
 
 BUILTIN_TYPES = frozenset({"cpu", "cuda", "xpu", "mps", "xla", "hpu", "mtia", "maia", "meta", "ipu", "ve", "lazy",
                            "vulkan", "metal", "fpga", "mkldnn", "opengl", "opencl", "ideep", "hip"})
@@ -269,7 +270,8 @@ class Simulator:
         if func.namespace in ("prims", "profiler", "_c10d_functional", "c10d"):
             support_status, note = "native", ""
         else:
-            support = self.matrix.resolve(name)
+            # an op of another namespace resolves from where it has kernels in this process
+            support = self.matrix.resolve(name, read_registration(name) if func.namespace != "aten" else None)
             support_status, note = support.status, support.note
         if name in self.chooser.force_cpu or name.split(".")[0] in self.chooser.force_cpu:
             kind = _MISSING

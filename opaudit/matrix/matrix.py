@@ -12,8 +12,13 @@ Status of an op on a target, first that applies (DESIGN.md):
   exists for the fallback to run);
 - ``missing``: it fails at run time (the note says when a fallback that is off by default, or a
   CPU kernel that opaudit's fallback could use, exists);
-- ``unknown``: the data says nothing (an op outside PyTorch's table, a custom op of another library,
-  a release whose PyTorch line has no staged op table).
+- ``unknown``: the data says nothing (an op outside PyTorch's table, a release whose PyTorch line has
+  no staged op table, an op of another library whose registrations say nothing about the target).
+
+Ops of other namespaces (a user's ``torch.library`` op, torchvision's, a fused-kernel library's) are
+``native`` where the target's data lists them (a vendor's kernels for torchvision ops); else they
+resolve from the dispatcher's registrations recorded with the trace (registrations.py and
+``_foreign``): where the op has kernels decides where it runs.
 
 ``opaudit_fallback`` belongs to opaudit's own fallback kernels (fallback/), which this matrix does
 not assume. Device-selected composites (attention, dropout, batch norm, RNNs, ...) resolve to what
@@ -28,6 +33,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from opaudit.data import load_toml
+from opaudit.matrix.registrations import BUILT_IN_KEYS, Registration
 from opaudit.matrix.release import Caveat, Release
 from opaudit.matrix.torchops import TorchOp, TorchOps
 
@@ -96,6 +102,7 @@ class Matrix:
     torch_ops: TorchOps | None  # PyTorch's op table of the release's line (None: not staged)
     _native: frozenset[str] = field(init=False)
     _cache: dict[str, Support] = field(init=False, default_factory=dict)
+    _custom_cache: dict[tuple[str, Registration], Support] = field(init=False, default_factory=dict)
     _caveat_index: dict[str, list[Caveat]] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
@@ -110,19 +117,30 @@ class Matrix:
     def key(self) -> str:
         return self.release.key
 
-    def resolve(self, op: str) -> Support:
-        """How ``op`` (``aten::name.overload``, ``name.overload`` or ``ns::name.overload``) runs here."""
+    def resolve(self, op: str, registration: Registration | None = None) -> Support:
+        """How ``op`` (``aten::name.overload``, ``name.overload`` or ``ns::name.overload``) runs here.
+
+        ``registration``: for an op of another namespace, the dispatch keys that had kernels for it
+        where it ran (``Trace.registrations``); without it such an op is ``unknown`` unless the
+        target's data lists it."""
         name = normalize(op)
+        if registration is not None and "::" in name:
+            key = (name, registration)
+            found = self._custom_cache.get(key)
+            if found is None:
+                found = self._custom_cache[key] = self._foreign(name, registration)
+            return found
         hit = self._cache.get(name)
         if hit is None:
             hit = self._cache[name] = self._resolve(name, 0)
         return hit
 
-    def resolve_call(self, op: str, dtypes: tuple[str, ...] | list[str] = ()) -> Support:
+    def resolve_call(self, op: str, dtypes: tuple[str, ...] | list[str] = (),
+                     registration: Registration | None = None) -> Support:
         """``resolve`` for calls with ``dtypes`` (the trace's dtype signatures): a caveat of kind
         ``unsupported`` that names one of them makes the op ``missing``, one of kind ``cpu`` sends an op that
         runs on the device to the CPU fallback."""
-        base = self.resolve(op)
+        base = self.resolve(op, registration)
         if base.status not in ("native", "composite", "cpu_fallback") or not dtypes:
             return base
         for c in self.caveats(op, dtypes):
@@ -159,9 +177,13 @@ class Matrix:
         r = self.release
         bound = "" if r.exact else f"listed, but the list is only an upper bound ({r.accuracy})"
         if "::" in name:
-            if name in self._custom or name.split(".")[0] in self._custom:
-                return Support("native", note=f"a custom op of {r.package or r.vendor}")
-            return Support("unknown", note="an op outside aten: it runs where its library registers a kernel")
+            if self._listed_custom(name):
+                return Support("native", note=f"{r.package or r.vendor} registers a kernel for it")
+            if self._forced_custom(name):
+                return Support("cpu_fallback", note=f"{r.package or r.vendor} always runs it on the CPU")
+            return Support("unknown", note=f"an op outside aten that {r.package or r.vendor}'s data does not list: it "
+                                           "runs where its library registers kernels, which a trace records (one "
+                                           "taken before opaudit recorded them has none: re-trace)")
         if name in self._unsupported:
             return Support("missing", note=f"{r.package or r.vendor} registers a kernel that raises for it")
         if name in self._native:
@@ -193,6 +215,60 @@ class Matrix:
         if op.explicit and not name.endswith("_overrideable"):
             return self._composite(op, depth)
         return self._absent(op)
+
+    def _listed_custom(self, name: str) -> bool:
+        return name in self._custom or name.split(".")[0] in self._custom
+
+    def _forced_custom(self, name: str) -> bool:
+        return name in self._forced or name.split(".")[0] in self._forced
+
+    def _foreign(self, name: str, reg: Registration) -> Support:
+        """An op of another namespace, from the target's data, else from where it had kernels."""
+        r = self.release
+        who = r.package or r.vendor
+        key = r.dispatch_key
+        if self._listed_custom(name):
+            return Support("native", note=f"{who} registers a kernel for it")
+        if self._forced_custom(name):
+            return Support("cpu_fallback", note=f"{who} always runs it on the CPU; {reg.describe()}")
+        keys = set(reg.keys)
+        said = reg.describe()
+        if "CompositeImplicitAutograd" in keys:
+            return Support("composite", note="CompositeImplicitAutograd: decomposed into aten ops before a backend "
+                                             f"sees it, and those are judged on their own; {said}")
+        if key in keys and (key != "PrivateUse1" or key in reg.torch):
+            own = " by PyTorch itself (for any PrivateUse1 backend)" if key in reg.torch else ""
+            return Support("native", note=f"a {key} kernel is registered for it{own}; {said}")
+        if keys & {"CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional"}:
+            return Support("composite", note="CompositeExplicitAutograd: runs where the aten ops its kernel calls "
+                                             f"exist (they are not in the trace); {said}")
+        namespace = name.split("::")[0]
+        listed = sorted(o for o in self._custom if o.startswith(namespace + "::"))
+        extra = ""
+        if "PrivateUse1" in keys and key == "PrivateUse1":  # the backend loaded where it was traced, if any
+            extra += f"; the PrivateUse1 kernel of the tracing process is not {who}'s"
+        if listed:
+            extra += f"; {who} registers {len(listed)} {namespace} op(s), not this one"
+        backends = reg.backends
+        if not backends:
+            return Support("unknown", note=f"{said}: no backend kernel, so nothing says where it runs{extra}")
+        if key in BUILT_IN_KEYS and reg.compiled:
+            return Support("unknown", note=f"{said}: its compiled kernels are those of the build installed where it "
+                                           f"was traced, and no data says whether a {r.device_type} build of "
+                                           f"{namespace} registers one{extra}")
+        if key == "CPU":
+            return Support("missing", note=f"no CPU kernel; {said}")
+        fb = r.fallback
+        if "CPU" in backends:
+            if fb.exists and fb.default_on:
+                return Support("cpu_fallback", note=f"no {r.device_type} kernel, but a CPU kernel: {who}'s CPU "
+                                                    "fallback runs it" + (f" ({fb.switch})" if fb.switch else "")
+                                                    + f"; {said}{extra}")
+            hint = (f"{who}'s CPU fallback is off by default: {fb.switch or fb.note}" if fb.exists
+                    else "a CPU kernel exists (a CPU round trip could run it)")
+            return Support("missing", note=f"no {r.device_type} kernel; {hint}; {said}{extra}")
+        return Support("missing", note=f"no {r.device_type} kernel, and no CPU kernel for a fallback to run; "
+                                       f"{said}{extra}")
 
     def _composite(self, op: TorchOp, depth: int) -> Support:
         leaves = tuple(self._leaves(op))

@@ -28,6 +28,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode_temporarily
 from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_dispatch_mode
 
+from opaudit.matrix.registrations import read as read_registration
 from opaudit.trace.attribution import HINT_NONE, HINT_OPTIMIZER, ModuleStack, source_locator
 from opaudit.trace.autocast import policy_dtypes
 from opaudit.trace.choices import ChoiceWatch
@@ -42,7 +43,7 @@ _current_node = torch._C._current_autograd_node
 _next_sequence_nr = torch._C._autograd._get_sequence_nr
 
 # what describe() says to do with an OpOverload
-_RECORD, _NOISE, _RECORD_FN_ENTER, _RECORD_FN_EXIT, _SCALAR, _META_FAST = range(6)
+_RECORD, _NOISE, _RECORD_FN_ENTER, _RECORD_FN_EXIT, _SCALAR, _META_FAST, _DECOMPOSE = range(7)
 _NOISE_NAMESPACES = frozenset({"profiler", "prim", "prims"})
 _DTYPE = {d: str(d).removeprefix("torch.") for d in vars(torch).values() if isinstance(d, torch.dtype)}
 _TICK = 4096
@@ -87,6 +88,7 @@ class Recording:
         self.unattributed = 0
         self.devices: set[str] = set()
         self._info: dict[Any, tuple] = {}
+        self.registrations: dict[str, Any] = {}  # custom op -> matrix.registrations.Registration
         self.max_ops = max_ops
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.progress = progress
@@ -200,8 +202,15 @@ class Recording:
             what = _META_FAST
         else:
             what = _RECORD
+        kind = "op" if ns == "aten" else "custom"
+        if kind == "custom" and what == _RECORD:  # where it has kernels, read once: the matrix resolves it by them
+            reg = read_registration(name)
+            if reg is not None and "CompositeImplicitAutograd" in reg.keys:
+                what = _DECOMPOSE  # (inference mode) a backend receives its aten ops, not the op itself
+            elif reg is not None:
+                self.registrations[name] = reg
         # the C++ entry point itself: OpOverload.__call__ would only add a Python frame per op
-        info = (what, name, "op" if ns == "aten" else "custom", getattr(func, "_op", func))
+        info = (what, name, kind, getattr(func, "_op", func))
         self._info[func] = info
         return info
 
@@ -343,6 +352,9 @@ class _OpRecorder(TorchDispatchMode):
         if what == _RECORD:
             self._add(info[1], info[2], args, kwargs, _getframe(0).f_back)
             return func(*args, **kwargs)
+        if what == _DECOMPOSE:
+            with self:
+                return func.decompose(*args, **kwargs)
         if what == _META_FAST:
             self._add(info[1], info[2], args, kwargs, _getframe(0).f_back)
             result = _meta_fast_path(func)(args, kwargs)

@@ -54,7 +54,8 @@ def build_trace(rec: Recording, *, mode: str, mode_reason: str, train: bool, ste
         scalar_guesses=dict(rec.oracle.guesses) if rec.oracle is not None else {},
         warnings=list(warnings or []),
     )
-    return Trace(meta=meta, records=records, modules=modules, sources=sources)
+    return Trace(meta=meta, records=records, modules=modules, sources=sources,
+                 registrations=dict(rec.registrations))
 
 
 class Recorder:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from opaudit.errors import InputError
 from opaudit.files import write_atomic
+from opaudit.matrix.registrations import Registration
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -117,6 +118,8 @@ class Trace:
     records: list[OpRecord]
     modules: dict[str, str] = field(default_factory=dict)  # module path -> class name
     sources: dict[str, str] = field(default_factory=dict)  # "file:line" -> the code on that line
+    # ops of other namespaces -> the dispatch keys that had kernels for them where they ran
+    registrations: dict[str, Registration] = field(default_factory=dict)
 
     # -- queries -------------------------------------------------------------------------------
     def ops(self, phase: str | None = None, *, kinds: tuple[str, ...] = ("op", "custom")) -> set[str]:
@@ -176,6 +179,7 @@ class Trace:
             "modules": dict(sorted(self.modules.items())),
             "sources": dict(sorted(self.sources.items())),
             "records": [r.to_json() for r in self.records],
+            "registrations": {op: reg.to_json() for op, reg in sorted(self.registrations.items())},
         }
 
     @classmethod
@@ -192,10 +196,13 @@ class Trace:
             known = {f.name for f in fields(TraceMeta)}
             meta = TraceMeta(**{k: v for k, v in data["meta"].items() if k in known})
             records = [OpRecord.from_json(r) for r in data["records"]]
+            # absent in traces written before opaudit recorded them: their custom ops resolve as unknown
+            registrations = {str(op): Registration.from_json(reg)
+                             for op, reg in dict(data.get("registrations") or {}).items()}
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"{origin} is damaged: {type(e).__name__}: {e}") from None
         return cls(meta=meta, records=records, modules=dict(data.get("modules", {})),
-                   sources=dict(data.get("sources", {})))
+                   sources=dict(data.get("sources", {})), registrations=registrations)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the trace as JSON, atomically: the file is either the old one or the new one."""

@@ -14,7 +14,7 @@ import pytest
 
 from opaudit.matrix.release import Release
 from opaudit.matrix.sources import Context, sha256, xla
-from opaudit.matrix.torchops import TorchOps
+from opaudit.matrix.torchops import TorchOps, minor
 
 # research section 2, XLA table: folder -> (full_codegen, supported, ir_gen, symint, autograd, registered,
 # share of CUDA in %). Rows the research merges (v2.5.0 = v2.5.1 = v2.6.0, v2.8.0 = ... = master) are spread out.
@@ -120,9 +120,13 @@ def test_torch_versions(rels: dict[str, Release], ctx: Context) -> None:
 
 def test_sources(rels: dict[str, Release], upstream: Path) -> None:
     for f, r in rels.items():
-        (s,) = r.sources
+        s, vision = r.sources  # the yaml, and the derived list of the torchvision ops registered by hand
         assert s.repo == "pytorch/xla" and s.staged == f"xla/{f}/xla_native_functions.yaml"
         assert s.sha256 == sha256(upstream / s.staged)
+        assert vision.staged == "xla/derived_torchvision_ops.tsv" and vision.commit == s.commit
+        assert vision.path == "torch_xla/csrc/xla_manual_registration.cpp"
+        assert vision.sha256 == sha256(upstream / vision.staged)
+        assert r.op_set("custom") == ({"torchvision::nms"} if minor(r.torch) >= (2, 4) else set())
         if f in ROWS:
             assert (s.commit, s.path) == (ROWS[f][0], ROWS[f][2])
             assert any(ROWS[f][1] in n for n in r.notes)

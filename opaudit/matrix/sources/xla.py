@@ -16,6 +16,8 @@ Rules:
 - functionalization = true in every release: in-place and out= calls run as their functional op (research
   vendors-musa-xpu-xla-core.md section 2); the data agrees: no staged yaml lists a single in-place overload.
 - CPU fallback: always on, no switch (torch_xla/csrc/aten_fallback.cpp).
+- ``derived_torchvision_ops.tsv`` (derived from xla_manual_registration.cpp at each folder's commit): the torchvision
+  ops registered by hand for XLA -> ``custom`` (``torchvision::nms`` from v2.4.0; the file does not exist before).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ RESEARCH = "research/vendors-musa-xpu-xla-core.md"
 FILE = "xla_native_functions.yaml"
 MANUAL = "torch_xla/csrc/xla_manual_registration.cpp"
 HAND_REGISTERED = ("einsum",)
+TORCHVISION_FILE = "derived_torchvision_ops.tsv"
 # torch_xla patch releases whose X.Y.Z is no PyTorch release: the PyTorch they build against
 NO_SUCH_TORCH = {"v2.8.1": "2.8.0"}
 
@@ -129,6 +132,19 @@ def _share(native: set[str], torch_ops: TorchOps) -> str:
             "add_.Tensor), one PyTorch line per merged row")
 
 
+def torchvision_ops(ctx: Context) -> dict[str, tuple[str, str, list[str]]]:
+    """Folder -> (commit, path, the torchvision ops registered for XLA by hand there)."""
+    out: dict[str, tuple[str, str, list[str]]] = {}
+    for row in (ctx.folder(VENDOR) / TORCHVISION_FILE).read_text(encoding="utf-8").splitlines():
+        if not row or row.startswith(("#", "dir\t")):
+            continue
+        folder, commit, path, op = row.split("\t")
+        ops = out.setdefault(folder, (commit, path, []))[2]
+        if op != "-":
+            ops.append(op)
+    return out
+
+
 def release(ctx: Context, r: Ref, order: int, same: list[str]) -> Release:
     path = ctx.folder(VENDOR) / r.folder / FILE
     xf = read_xla_functions(path)
@@ -148,8 +164,18 @@ def release(ctx: Context, r: Ref, order: int, same: list[str]) -> Release:
     ir_only = sorted(set(xf.ir_gen) - xf.registered)
     if ir_only:
         notes.append(f"ir_gen names not registered (IR class only, no kernel): {', '.join(ir_only)}")
-    notes.append("the same file also registers torchvision::nms by hand (xla/SOURCES.md); not listed, a torchvision "
-                 "op")
+    sources = [src]
+    custom: list[str] = []
+    vision = torchvision_ops(ctx).get(r.folder)
+    if vision is not None:
+        sources.append(ctx.source(REPO, vision[1], vision[0], ctx.folder(VENDOR) / TORCHVISION_FILE,
+                                  "DERIVED, not an upstream file: the torchvision ops of "
+                                  "TORCH_LIBRARY_IMPL(torchvision, XLA) in this file at this commit"))
+        custom = sorted(vision[2])
+        notes.append(f"{MANUAL} registers torchvision ops by hand: {', '.join(custom)}" if custom else
+                     f"{MANUAL} does not exist at this commit: no torchvision op has an XLA kernel")
+    else:
+        notes.append("the torchvision ops of this ref are not staged")
     notes.append("XLA lists functional overloads: in-place and out= calls reach them through functionalization; "
                  "Composite* ops decompose into them; everything else runs on the always-on CPU fallback")
     exact = True
@@ -191,8 +217,8 @@ def release(ctx: Context, r: Ref, order: int, same: list[str]) -> Release:
         vendor=VENDOR, name=name, torch=torch, device_type=DEVICE, dispatch_key=KEY, package=PACKAGE,
         import_name="torch_xla", aliases=aliases, vendor_release=None, order=order, exact=exact, accuracy=accuracy,
         fallback=FALLBACK, functionalization=True, prerelease=r.kind != "tag",
-        ops={k: sorted(v) for k, v in (("native", native), ("autograd", autograd)) if v},
-        caveats=[], sources=[src], notes=notes,
+        ops={k: sorted(v) for k, v in (("native", native), ("autograd", autograd), ("custom", custom)) if v},
+        caveats=[], sources=sources, notes=notes,
     )
 
 

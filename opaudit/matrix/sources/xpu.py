@@ -18,6 +18,9 @@ Rules:
 - ``derived_cpu_fallback_ops.txt`` (the ``fallback_list`` of XPUFallback.template, derived) -> ``forced_cpu``:
   registered for XPU to the boxed CPU fallback, always. The generic CPU fallback exists, off by default
   (PYTORCH_ENABLE_XPU_FALLBACK=1).
+- ``derived_torchvision_ops.tsv`` (the ``torchvision_ops_dispatching_table_`` map of the XPU fallback, derived,
+  per release branch, 2.14 included): torchvision ops that torch-xpu-ops registers XPU kernels for -> ``custom``;
+  those the map sends to the CPU fallback (``cpu_fallback`` true) -> ``forced_cpu`` (as ``torchvision::name``).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ RESEARCH = "research/vendors-musa-xpu-xla-core.md"
 XPU_FUNCTIONS = "yaml/xpu_functions.yaml"
 NATIVE_YAML = "yaml/native/native_functions.yaml"
 FALLBACK_FILE = "derived_cpu_fallback_ops.txt"
+TORCHVISION_FILE = "derived_torchvision_ops.tsv"
 LAST_SUPPORTED_ERA = (2, 5)  # xpu_functions.yaml `supported:` is what is built up to this line
 CORE_ONLY_FROM = (2, 14)  # XPU dispatch entries live in PyTorch's own native_functions.yaml from this line on
 
@@ -87,6 +91,31 @@ def fallback(line: str, listed: int | None) -> CpuFallback:
         exists=True, default_on=False, switch=SWITCH,
         note=f"boxed CPU fallback of torch-xpu-ops ({where}), off by default: an op without an XPU kernel raises "
              f"NotImplementedError; {always}. Sources: xpu/SOURCES.md, {RESEARCH} section 3")
+
+
+@dataclass
+class VisionOps:
+    """The torchvision ops of one line's map (derived_torchvision_ops.tsv)."""
+
+    branch: str
+    commit: str
+    path: str
+    xpu: list[str]
+    cpu: list[str]
+
+
+def torchvision_ops(ctx: Context) -> dict[str, VisionOps]:
+    """PyTorch line -> the torchvision ops torch-xpu-ops registers for XPU on that line's branch."""
+    path = ctx.folder(VENDOR) / TORCHVISION_FILE
+    out: dict[str, VisionOps] = {}
+    for row in path.read_text(encoding="utf-8").splitlines():
+        if not row or row.startswith(("#", "line\t")):
+            continue
+        line, branch, commit, where, op, cpu = row.split("\t")
+        v = out.setdefault(line, VisionOps(branch, commit, where, [], []))
+        if op != "-":
+            (v.cpu if cpu == "true" else v.xpu).append(op)
+    return out
 
 
 def _load(path: Path) -> Any:
@@ -237,6 +266,18 @@ def release(ctx: Context, line: str, b: Branch | None, order: int) -> Release:
         for cat in ("native", "forced_cpu"):
             ops[cat] -= set(unknown)
         notes.append(f"{len(unknown)} names are no op of PyTorch {core.version}, left out: {_fmt(unknown)}")
+    vision = torchvision_ops(ctx).get(line)
+    if vision is not None:
+        sources.append(ctx.source(REPO, vision.path, vision.commit, ctx.folder(VENDOR) / TORCHVISION_FILE,
+                                  "DERIVED, not an upstream file: the torchvision_ops_dispatching_table_ map of the "
+                                  f"XPU fallback on {vision.branch}, registered lazily for the XPU key"))
+        ops["custom"] = set(vision.xpu)
+        ops["forced_cpu"] |= set(vision.cpu)
+        notes.append(f"torchvision ops with XPU kernels of torch-xpu-ops ({vision.branch}): "
+                     + (_fmt(vision.xpu) if vision.xpu else "none")
+                     + (f"; sent to the CPU fallback by the same map: {_fmt(vision.cpu)}" if vision.cpu else ""))
+    else:
+        notes.append("the torchvision ops torch-xpu-ops registers on this line are not staged")
     notes.append(_share(ops["native"], core))
     if core.version != f"{line}.0":
         notes.append(f"ships in the PyTorch {line} releases; paired with {core.version}, the staged release of that "
