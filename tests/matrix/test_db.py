@@ -29,7 +29,7 @@ def test_committed_database_equals_a_rebuild(rebuild):
 def test_the_build_is_deterministic(upstream, rebuild):
     again = generate(upstream, ["pytorch", "xla"])
     for rel, text in again.files.items():
-        if rel != "index.toml":
+        if rel not in ("index.toml", "SOURCES.md"):  # these two gather every vendor
             assert rebuild.files[rel] == text, rel
 
 

@@ -1,7 +1,9 @@
 """Source adapters: one module per vendor, each turning its folder of ../shared/upstream/ into Releases.
 
 An adapter is a module with ``releases(ctx: Context) -> list[Release]`` whose docstring states the
-rules it applies (taken from that folder's SOURCES.md). Adding a vendor means adding data and one
+rules it applies (taken from that folder's SOURCES.md). A note that rests on a fact beyond the files read
+cites it with ``provenance.cite(id)``, an entry of coverage_db/curated/facts.toml that the build renders,
+with its public origin, into coverage_db/SOURCES.md. Adding a vendor means adding data and one
 adapter here; the builder, the matrix and the tracer do not change.
 """
 

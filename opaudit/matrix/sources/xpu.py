@@ -1,7 +1,7 @@
-"""Intel GPU (device ``xpu``, key XPU, built into torch): one release per PyTorch line, from xpu/ (SOURCES.md).
+"""Intel GPU (device ``xpu``, key XPU, built into torch): one release per PyTorch line, from torch-xpu-ops.
 
 Rules:
-- one release per torch-xpu-ops release branch (folder ``release-X.Y``, row of xpu/SOURCES.md), named by the
+- one release per torch-xpu-ops release branch (folder ``release-X.Y``, a row of its SOURCES.md), named by the
   PyTorch line it ships in ("2.6", alias the branch "release/2.6"); ``torch`` is the staged PyTorch table of that
   line (``ctx.torch_for``), whose XPU keys are read too. Ordered by PyTorch line.
 - 2.4 and 2.5: ``xpu_functions.yaml`` ``supported:`` (torchgen external-backend list, built then): each listed
@@ -9,7 +9,8 @@ Rules:
   read only for a note.
 - 2.6 to 2.13: torch-xpu-ops' ``native_functions.yaml``: an overload is ``native`` if its entry has an ``XPU`` key
   or its ``structured_delegate`` has one; ``SparseXPU`` / ``SparseCsrXPU`` keys as written -> ``sparse``
-  (torchgen does not pass sparse kernels through structured_delegate: they are no structured dispatch keys);
+  (torchgen does not pass sparse kernels through structured_delegate: they are no structured dispatch keys,
+  fact structured-dispatch-keys);
   ``NestedTensorXPU`` -> no category (counted in the notes); CPU/CUDA/MPS keys copied along mean nothing.
 - every line: UNION the XPU kernels of PyTorch core's native_functions.yaml (directly or through
   structured_delegate; SparseXPU / SparseCsrXPU as written -> ``sparse``).
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from opaudit.matrix.provenance import cite
 from opaudit.matrix.release import CpuFallback, Release, Source
 from opaudit.matrix.sources import Context
 from opaudit.matrix.sources.pytorch import PATH as CORE_PATH
@@ -40,7 +42,6 @@ DEVICE = "xpu"
 KEY = "XPU"
 SPARSE_KEYS = ("SparseXPU", "SparseCsrXPU")
 NESTED_KEY = "NestedTensorXPU"
-RESEARCH = "research/vendors-musa-xpu-xla-core.md"
 XPU_FUNCTIONS = "yaml/xpu_functions.yaml"
 NATIVE_YAML = "yaml/native/native_functions.yaml"
 FALLBACK_FILE = "derived_cpu_fallback_ops.txt"
@@ -64,7 +65,7 @@ class Branch:
 
 
 def branches(ctx: Context) -> list[Branch]:
-    """The rows of the table of xpu/SOURCES.md, oldest PyTorch line first."""
+    """The rows of the table of the staged folder's SOURCES.md, oldest PyTorch line first."""
     out = []
     for line in (ctx.folder(VENDOR) / "SOURCES.md").read_text(encoding="utf-8").splitlines():
         m = _ROW.match(line)
@@ -74,7 +75,7 @@ def branches(ctx: Context) -> list[Branch]:
 
 
 def fallback_template(line: str) -> str:
-    """Where the fallback_list lives in torch-xpu-ops on that branch (xpu/SOURCES.md)."""
+    """Where the fallback_list lives in torch-xpu-ops on that branch."""
     return "src/aten/XPUFallback.template" if minor(line) <= (2, 4) else "src/ATen/native/xpu/XPUFallback.template"
 
 
@@ -86,7 +87,7 @@ def fallback(line: str, listed: int | None) -> CpuFallback:
     return CpuFallback(
         exists=True, default_on=False, switch=SWITCH,
         note=f"boxed CPU fallback of torch-xpu-ops ({where}), off by default: an op without an XPU kernel raises "
-             f"NotImplementedError; {always}. Sources: xpu/SOURCES.md, {RESEARCH} section 3")
+             f"NotImplementedError; {always}. Source: {cite('xpu-cpu-fallback')}")
 
 
 def _load(path: Path) -> Any:
@@ -115,16 +116,16 @@ def _sparse_note(table: TorchOps, origin: str) -> str:
     counts = ", ".join(f"{k} {len(direct(table, k))}" for k in SPARSE_KEYS)
     through = {k: sorted(table.with_kernel(k) - direct(table, k)) for k in SPARSE_KEYS}
     return (f"sparse: {counts} overloads as written in {origin}"
-            + "".join(f"; {k} + {len(v)} if structured_delegate were followed ({_fmt(v)}), as {RESEARCH} counts: "
-                      f"torchgen does not, {k} is no structured dispatch key" for k, v in through.items() if v))
+            + "".join(f"; {k} + {len(v)} if structured_delegate were followed ({_fmt(v)}): torchgen does not, {k} "
+                      f"is no structured dispatch key ({cite('structured-dispatch-keys')})"
+                      for k, v in through.items() if v))
 
 
 def _share(native: set[str], torch_ops: TorchOps) -> str:
     cuda = torch_ops.with_kernel("CUDA")
     hit = len(cuda & native)
     return (f"native reaches {hit} of the {len(cuda)} CUDA-kernel ops of PyTorch {torch_ops.version} "
-            f"({100 * hit / len(cuda):.1f}%); {RESEARCH} quotes the share with a CUDA set without the 3 kernels "
-            "torchgen generates from ufunc_inner_loop (add.out, add.Tensor, add_.Tensor)")
+            f"({100 * hit / len(cuda):.1f}%), counted as in {cite('cuda-kernel-ops')}")
 
 
 def _fmt(names: set[str] | list[str], limit: int = 12) -> str:
