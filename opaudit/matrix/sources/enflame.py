@@ -48,8 +48,8 @@ SCALAR_TYPES = {"Byte": "uint8", "Char": "int8", "Short": "int16", "Int": "int32
 FALLBACK = CpuFallback(
     exists=True, default_on=True,
     switch="ENFLAME_PT_OP_DEBUG_CONFIG=\"fallback_cpu=all_ops,<op>,-<op> ...\" (set before import torch_gcu) forces "
-           "ops onto it; ENFLAME_LOG_DEBUG_MOD=TORCH_GCU/OP (or TORCH_GCU/FALLBACK with ENFLAME_LOG_DEBUG_LEVEL=DEBUG) "
-           "logs the ops that fall back",
+           "compute ops onto it; ENFLAME_LOG_DEBUG_MOD=TORCH_GCU logs each op that falls back (or TORCH_GCU/FALLBACK "
+           "with ENFLAME_LOG_DEBUG_LEVEL=DEBUG)",
     note="ops not yet connected fall back to torch CPU automatically (log: '<op> ... fallback to torch cpu'); "
          "per chip some ops are always forced to it (gcu_op_fallback.yaml -> forced_cpu). "
          f"Source: {cite('enflame-cpu-fallback')}",
