@@ -18,6 +18,7 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
     for folder in ("coverage_db", "rules", "reports"):
         assert any(n.startswith(f"opaudit/_data/{folder}/") for n in names), folder
     assert "opaudit/_data/coverage_db/curated/device_selected.toml" in names
+    assert "opaudit/_data/coverage_db/SOURCES.md" in names  # the provenance page the notes cite
     assert "opaudit/trace/trace.schema.json" in names
     assert "opaudit/report/audit.schema.json" in names and "opaudit/_data/reports/audit.html.j2" in names
     assert any(n.startswith("opaudit/_data/coverage_db/ascend/caveats/") for n in names)
@@ -42,7 +43,9 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
         "print(a.verdict('ascend').verdict, len(render(a, 'html')) > 10000, len(a.verdicts));"
         "from opaudit.lint import Settings, fix_source, catalogue;"
         "print(len(catalogue().rules), fix_source(b'import torch\\ntorch.cuda.synchronize()\\n',"
-        " Settings(target='musa')).new.decode().splitlines()[-1])"
+        " Settings(target='musa')).new.decode().splitlines()[-1]);"
+        "from opaudit.matrix import provenance;"
+        "print(provenance.page_path(), provenance.page_path().is_file())"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True,
@@ -53,3 +56,4 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
     verdict, html, releases = out[3].split()
     assert verdict == "runs" and html == "True" and int(releases) > 150  # coverage_db and the template too
     assert out[4] == "97 torch.musa.synchronize()"  # the rule catalogue and the target tables too
+    assert out[5] == f"{target / 'opaudit' / '_data' / 'coverage_db' / 'SOURCES.md'} True"  # what matrix show names

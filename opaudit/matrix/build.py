@@ -5,7 +5,8 @@ Writes, and nothing else (coverage_db/README.md and curated/ are kept as they ar
 - ``<vendor>/<release>.toml``: one file per target release (release.py), from that vendor's adapter;
 - ``<vendor>/caveats/<hash>.toml``: a long caveat list (over SHARE_CAVEATS entries, such as Ascend's OpInfo
   skip lists) written once and named by each release file that has it (``caveats_file``);
-- ``index.toml``: every vendor and release, with aliases, PyTorch version and op counts.
+- ``index.toml``: every vendor and release, with aliases, PyTorch version and op counts;
+- ``SOURCES.md``: the public origin of every file read and of every fact the notes cite (provenance.py).
 Output is deterministic: sorted, no timestamps, so a rebuild of unchanged sources changes no byte.
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from opaudit.errors import InputError, OutputError
+from opaudit.matrix import provenance
 from opaudit.matrix.release import Release, _toml, caveats_to_toml
 from opaudit.matrix.sources import ADAPTERS, Context, vendor_releases
 
@@ -48,6 +50,7 @@ def generate(upstream: Path, vendors: list[str] | None = None) -> BuildReport:
             f"PyTorch {version}: op table of native_functions.yaml\n{GENERATED}")
     for vendor in vendors or list(ADAPTERS):
         rels = vendor_releases(vendor, ctx)
+        provenance.public_sources(rels)  # caveat sources name public files, not the staged copies
         keys = [r.key for r in rels]
         dupes = {k for k in keys if keys.count(k) > 1}
         if dupes:
@@ -71,6 +74,7 @@ def generate(upstream: Path, vendors: list[str] | None = None) -> BuildReport:
             report.files[f"{r.vendor}/{_file_name(r.name)}.toml"] = r.to_toml(header, caveats_file=shared)
         report.releases.extend(rels)
     report.files["index.toml"] = _index(report.releases)
+    report.files[provenance.PAGE] = provenance.page(report.files, report.releases)
     return report
 
 

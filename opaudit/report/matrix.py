@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from opaudit.matrix import Database, Matrix, Support
+from opaudit.matrix import Database, Matrix, Support, provenance
 from opaudit.matrix.coverage import Coverage, Diff, compatibility
 
 _STATUS_STYLE = {"native": "green", "composite": "cyan", "cpu_fallback": "yellow", "opaudit_fallback": "yellow",
@@ -94,6 +94,9 @@ def render_release(matrix: Matrix, console: Console, ops: list[str] | None = Non
         console.print(f"  note: {n}", style="dim")
     for src in r.sources:
         console.print(f"  source: {src.repo} {src.path} @ {src.commit or '?'} (sha256 {src.sha256[:12]})", style="dim")
+    if provenance.described(r):
+        console.print(f"  provenance: {provenance.page_path()} (the public origin of each source above and of "
+                      "each fact a note cites as coverage_db/SOURCES.md#...)", style="dim")
     for c in r.all_caveats():
         if c.op == "*":
             console.print(f"  caveat for every op: {c.describe()}", style="yellow")

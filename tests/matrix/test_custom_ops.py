@@ -231,7 +231,7 @@ def test_strict_rehearsal_fails_on_a_custom_op_the_target_lacks(tmp_path):
 
 
 def test_torch_xpu_ops_registers_torchvision_kernels_by_release():
-    """xpu/derived_torchvision_ops.tsv: the lazy XPU registrations of torch-xpu-ops, per release branch."""
+    """coverage_db/curated/xpu_torchvision_ops.tsv: the lazy XPU registrations of torch-xpu-ops, per release branch."""
     cpu_build = Registration(("CPU", "Meta", "AutocastCPU"), ("Meta",))
     nms, roi_align, deform = "torchvision::nms.default", "torchvision::roi_align.default", "torchvision::deform_conv2d"
     assert load_matrix("xpu@2.4").resolve(nms, cpu_build).status == "unknown"  # no map yet: no data
@@ -242,11 +242,13 @@ def test_torch_xpu_ops_registers_torchvision_kernels_by_release():
     assert xpu25.resolve(deform, cpu_build).status == "unknown"
     for line in ("2.7", "2.13", "2.14"):
         assert load_matrix(f"xpu@{line}").resolve(deform, cpu_build).status == "native"
-    assert any(s.staged == "xpu/derived_torchvision_ops.tsv" for s in load_matrix("xpu@2.14").release.sources)
+    staged = {s.staged for s in load_matrix("xpu@2.14").release.sources}
+    assert "coverage_db/curated/xpu_torchvision_ops.tsv" in staged
 
 
 def test_pytorch_xla_registers_nms_by_hand_from_2_4():
-    """xla/derived_torchvision_ops.tsv: TORCH_LIBRARY_IMPL(torchvision, XLA) of xla_manual_registration.cpp."""
+    """coverage_db/curated/xla_torchvision_ops.tsv: TORCH_LIBRARY_IMPL(torchvision, XLA) of
+    xla_manual_registration.cpp."""
     cpu_build = Registration(("CPU", "Meta", "AutocastCPU"), ("Meta",))
     old = load_matrix("xla@2.3.0").resolve("torchvision::nms.default", cpu_build)
     assert old.status == "cpu_fallback"  # no XLA kernel yet: XLA's always-on CPU fallback runs it

@@ -169,7 +169,7 @@ def test_caveats(supa: dict[str, Release], folder: Path) -> None:
 def test_fallback_and_sources(supa: dict[str, Release], upstream: Path) -> None:
     r = supa["2.6.0"]
     assert r.fallback.exists and r.fallback.default_on
-    assert "CAUTION: The operator" in r.fallback.note and "biren/SOURCES.md" in r.fallback.note
+    assert "CAUTION: The operator" in r.fallback.note and "coverage_db/SOURCES.md#biren-cpu-fallback" in r.fallback.note
     commits = {s.path: s.commit for s in r.sources}
     assert commits[biren.YAML_PATH] in ("68fb624af2355ba2a659766fc4571eb51cee59e4",
                                         "86c42639734b8b1cb87959810ddb6fff83f48d1f")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from opaudit.data import data_dir
 from opaudit.matrix.release import Release
 from opaudit.matrix.sources import Context, sha256, xla
 from opaudit.matrix.torchops import TorchOps, minor
@@ -123,9 +124,9 @@ def test_sources(rels: dict[str, Release], upstream: Path) -> None:
         s, vision = r.sources  # the yaml, and the derived list of the torchvision ops registered by hand
         assert s.repo == "pytorch/xla" and s.staged == f"xla/{f}/xla_native_functions.yaml"
         assert s.sha256 == sha256(upstream / s.staged)
-        assert vision.staged == "xla/derived_torchvision_ops.tsv" and vision.commit == s.commit
+        assert vision.staged == "coverage_db/curated/xla_torchvision_ops.tsv" and vision.commit == s.commit
         assert vision.path == "torch_xla/csrc/xla_manual_registration.cpp"
-        assert vision.sha256 == sha256(upstream / vision.staged)
+        assert vision.sha256 == sha256(data_dir("coverage_db").parent / vision.staged)
         assert r.op_set("custom") == ({"torchvision::nms"} if minor(r.torch) >= (2, 4) else set())
         if f in ROWS:
             assert (s.commit, s.path) == (ROWS[f][0], ROWS[f][2])

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from opaudit.data import data_dir
 from opaudit.matrix.release import Release
 from opaudit.matrix.sources import Context, sha256, xpu
 from opaudit.matrix.torchops import TorchOps
@@ -133,11 +134,12 @@ def test_sources_and_commits(rels: dict[str, Release], upstream: Path) -> None:
         assert len(core) == 1 and core[0].staged == f"pytorch/v{r.torch}/native_functions.yaml"
         own = [s for s in r.sources if s.repo == "intel/torch-xpu-ops"]
         for s in r.sources:
-            assert s.sha256 == sha256(upstream / s.staged)
-        if line == "2.14":  # only the torchvision map of branch release/2.14 (derived_torchvision_ops.tsv)
+            base = data_dir("coverage_db").parent if s.staged.startswith("coverage_db/") else upstream
+            assert s.sha256 == sha256(base / s.staged)
+        if line == "2.14":  # only the torchvision map of branch release/2.14 (curated xpu_torchvision_ops.tsv)
             assert [(s.commit, s.path, s.staged) for s in own] == [
                 ("a4c530f07a68a526003c6867542b92e89fb1fd29", "src/ATen/native/xpu/XPUFallback.cpp",
-                 "xpu/derived_torchvision_ops.tsv")]
+                 "coverage_db/curated/xpu_torchvision_ops.tsv")]
             continue
         assert {s.commit for s in own} == {COMMITS[line]}
         staged = {Path(s.staged).name for s in own}

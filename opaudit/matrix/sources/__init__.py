@@ -1,7 +1,9 @@
 """Source adapters: one module per vendor, each turning its folder of ../shared/upstream/ into Releases.
 
 An adapter is a module with ``releases(ctx: Context) -> list[Release]`` whose docstring states the
-rules it applies (taken from that folder's SOURCES.md). Adding a vendor means adding data and one
+rules it applies (taken from that folder's SOURCES.md). A note that rests on a fact beyond the files read
+cites it with ``provenance.cite(id)``, an entry of coverage_db/curated/facts.toml that the build renders,
+with its public origin, into coverage_db/SOURCES.md. Adding a vendor means adding data and one
 adapter here; the builder, the matrix and the tracer do not change.
 """
 
@@ -13,10 +15,12 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from opaudit.data import data_dir
 from opaudit.errors import InputError
 from opaudit.matrix.release import Release, Source
 from opaudit.matrix.torchops import TorchOps, minor, parse_native_functions
 
+CURATED = data_dir("coverage_db") / "curated"
 # vendor -> adapter module, in the order the builder runs them
 ADAPTERS = {
     "pytorch": "opaudit.matrix.sources.pytorch",
@@ -70,8 +74,20 @@ class Context:
         return self.torch[sorted(line)[-1]] if line else None
 
     def source(self, repo: str, path: str, commit: str | None, staged: Path, note: str = "") -> Source:
-        """Provenance of a staged file: where it came from, and the sha256 of the copy read."""
-        return Source(repo, path, commit, sha256(staged), str(staged.relative_to(self.upstream)), note)
+        """Provenance of a staged file: where it came from, and the sha256 of the copy read. A curated file
+        the repository carries (curated()) is named by its path from the repository's top,
+        ``coverage_db/curated/...``."""
+        if staged.is_relative_to(CURATED):
+            where = f"coverage_db/curated/{staged.relative_to(CURATED).as_posix()}"
+        else:
+            where = str(staged.relative_to(self.upstream))
+        return Source(repo, path, commit, sha256(staged), where, note)
+
+    @staticmethod
+    def curated(name: str) -> Path:
+        """A file of coverage_db/curated/: facts derived by hand from public repositories, kept with the code
+        (the staged sources hold upstream files only)."""
+        return CURATED / name
 
 
 @cache

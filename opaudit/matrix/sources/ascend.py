@@ -1,4 +1,4 @@
-"""Huawei Ascend torch_npu (+ op-plugin), device ``npu``: one release per torch_npu release (ascend/SOURCES.md).
+"""Huawei Ascend torch_npu (+ op-plugin), device ``npu``: one release per torch_npu release.
 
 Releases:
 - one per tag folder of ascend/ (MANIFEST.csv gives tag, Ascend release, package version, PyTorch version and
@@ -14,7 +14,7 @@ Releases:
 - order: Ascend release (rc < final, beta < final, master last), ties by PyTorch version; a wheel without a tag
   sorts right after the newest tag folder that builds its PyTorch line (its package version is higher).
 
-Op lists, by era (SOURCES.md "Which file holds what, by era"; counting rules of research section 6):
+Op lists, by era (fact ascend-eras):
 - 1.5.0 fork: entries of the fork's native_functions.yaml with ``npu_dispatch`` -> ``native``; entries with
   ``npu_dispatch_only`` (NPU-only ops, in the aten namespace in the fork) -> ``custom`` by bare name.
 - npu_native_functions.yaml: an item is a name or ``{func: name}``; the op is the text before ``(``.
@@ -35,7 +35,7 @@ Op lists, by era (SOURCES.md "Which file holds what, by era"; counting rules of 
   ``autograd`` -> ``native`` (sparse-only items as above), ``custom`` -> ``custom``, ``quant`` -> ``quant``.
 - every custom name (bare) is removed from the aten categories. No structured_delegate expansion: each overload
   is listed on its own. Names missing from the line's PyTorch table (stale 2.0.1 entries) are kept, so the counts
-  stay those of the files (research table 2.3), and named in the notes.
+  stay those of the files, and named in the notes.
 
 Caveats (api=True, keys are PyTorch OpInfo names, not aten ops): op-plugin test/unsupported_ops_info_base.yaml
 plus the line's test/test_v2r<N>_ops/unsupported_ops_info.yaml (5.0.0: test/unsupported_ops_info.yaml), for
@@ -43,7 +43,7 @@ the 2.1+ lines of a tag folder; one caveat per OpInfo name: the union of the ski
 dtypes in the note. msFmkTransplt's supported_op_2_*.json dtype notes are not used (Python-API level, third-party
 mirror, ~1,150 more caveats per 2.6-2.8 release).
 
-CPU fallback (research/vendors-ascend-cambricon.md 2.5, SOURCES.md "Not copied"): boxed PrivateUse1 fallback on
+CPU fallback (facts ascend-cpu-fallback, ascend-fallback-switch, ascend-tocpu): boxed PrivateUse1 fallback on
 by default for every release built for PyTorch >= 2.1, no off switch in any release tag;
 TORCH_NPU_FALLBACK_CPU_DISABLE=1 exists on master only (dev branches, 2026-08-20). Before 2.1 no generic
 fallback (1.11/2.0 from 5.0.rc1: per-op tocpu list). Dispatch key: NPU (fork), XLA (1.8.1, 1.11, 2.0.1 lines),
@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opaudit.matrix.provenance import cite
 from opaudit.matrix.release import Caveat, CpuFallback, Release, Source
 from opaudit.matrix.sources import Context, sha256
 from opaudit.matrix.torchops import minor
@@ -68,7 +69,6 @@ OP_REPO = "Ascend/op-plugin"
 PYPI = "pypi:torch-npu"
 DEVICE = "npu"
 PACKAGE = "torch_npu"
-RESEARCH = "research/vendors-ascend-cambricon.md"
 WHEELS = "pypi-wheels"
 
 # -- small readers ---------------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ def names(items: Any) -> set[str]:
 
 
 def version_set(value: Any, all_version: list[str]) -> set[str]:
-    """The PyTorch-line keys an op-plugin version value stands for (SOURCES.md, unified file)."""
+    """The PyTorch-line keys an op-plugin version value stands for (the unified op_plugin_functions.yaml)."""
     if value is None or value is False:
         return set()
     if value == "all_version":
@@ -148,7 +148,7 @@ class Ops:
     autograd_only: set[str] = field(default_factory=set)
 
     def normalize(self) -> Ops:
-        """Remove custom names from the aten categories (research section 6)."""
+        """Remove custom names from the aten categories."""
         for cat in ("native", "autograd", "cpu", "unsupported", "sparse", "quant", "owned", "plugin"):
             getattr(self, cat).difference_update(self.custom)
         self.autograd_only = self.autograd - self.owned - self.plugin
@@ -162,7 +162,7 @@ class Ops:
 
     @property
     def aten(self) -> set[str]:
-        """The registered aten set of research 2.2 / table 2.3 (dense, autograd and sparse-only together)."""
+        """The registered aten set (dense, autograd and sparse-only together)."""
         return self.native | self.sparse
 
 
@@ -412,7 +412,6 @@ def dispatch_key(era: str, torch: str) -> str:
 
 
 def fallback(torch: str, ascend: str, era: str, *, switch: bool = False, wheel_only: bool = False) -> CpuFallback:
-    src = f"{RESEARCH} section 2.5; ascend/SOURCES.md 'Not copied'"
     if minor(torch) < (2, 1):
         if era == "fork":
             note = ("no generic CPU fallback is documented for the PyTorch 1.5.0 fork: an op without an NPU kernel "
@@ -424,7 +423,8 @@ def fallback(torch: str, ascend: str, era: str, *, switch: bool = False, wheel_o
             note = ("no generic CPU fallback (it exists only from the 2.1 line, 5.0.rc3, on); instead a per-op "
                     "`tocpu` list is compiled in (category cpu: generated wrappers copy inputs to the host, run the "
                     "CPU kernel, copy back; build option to_cpu, default on) and the `unsupported` list raises")
-        return CpuFallback(False, False, None, f"{note}. Sources: {src}")
+        src = cite("ascend-no-fallback-early" if era in ("fork", "candidate") else "ascend-tocpu")
+        return CpuFallback(False, False, None, f"{note}. Source: {src}")
     autograd = ("AutogradPrivateUse1 falls through" if ascend[:1].isdigit() and vtuple(ascend) < (7,)
                 else "AutogradPrivateUse1 has a 'not implemented' autograd fallback (from 7.0.0)")
     note = ("boxed fallback for all of PrivateUse1 (torch_npu/csrc/aten/VariableFallbackKernel.cpp) warns once per "
@@ -434,12 +434,14 @@ def fallback(torch: str, ascend: str, era: str, *, switch: bool = False, wheel_o
     if switch:
         switch_text = ("TORCH_NPU_FALLBACK_CPU_DISABLE=1 disables it (default 0; added to master and the v2.x dev "
                        "branches on 2026-08-20, in no release tag)")
-        return CpuFallback(True, True, switch_text, note + f"Sources: {src}")
+        return CpuFallback(True, True, switch_text,
+                           note + f"Sources: {cite('ascend-cpu-fallback')}, {cite('ascend-fallback-switch')}")
     extra = ("No off switch in any release tag; whether this wheel carries TORCH_NPU_FALLBACK_CPU_DISABLE "
              "(master/dev branches from 2026-08-20) is not recorded. " if wheel_only else
              "No off switch in any release tag (TORCH_NPU_FALLBACK_CPU_DISABLE exists only on master/dev branches "
              "from 2026-08-20). ")
-    return CpuFallback(True, True, None, note + extra + f"Sources: {src}")
+    return CpuFallback(True, True, None, note + extra + f"Sources: {cite('ascend-cpu-fallback')}, "
+                                                      f"{cite('ascend-fallback-switch')}")
 
 
 def accuracy(era: str) -> tuple[bool, str]:
@@ -582,7 +584,7 @@ def release(ctx: Context, b: Build, order: int) -> Release:
                 notes.append(f"the wheel pins torch {w.torch}, the tag names PyTorch {b.torch}")
         else:
             notes.append("PyPI wheel whose version no staged tag folder has (patch and later tags were not copied, "
-                         "ascend/SOURCES.md): op lists from its npu_native_functions_by_codegen.yaml + "
+                         f"{cite('ascend-pypi-wheels')}): op lists from its npu_native_functions_by_codegen.yaml + "
                          "npu_native_functions.yaml; no OpInfo skip list is staged for it")
             if b.neighbour is not None:
                 nb_ops, _ = folder_ops(ctx, b.neighbour, b.torch)
@@ -627,7 +629,7 @@ def release(ctx: Context, b: Build, order: int) -> Release:
                      f"registration wins is not in the data): {', '.join(sorted(both))}")
     if ops is tag_ops and era == "op-plugin":
         notes.append(f"{len(ops.owned)} torch_npu-owned + {len(ops.plugin)} op-plugin official aten ops "
-                     f"({len(ops.aten)} distinct; research table 2.3 counts these)")
+                     f"({len(ops.aten)} distinct aten ops registered)")
     if f is not None and minor(b.torch) >= (2, 1):
         cv, srcs = opinfo_caveats(ctx, f, b.torch)
         caveats += cv
@@ -650,7 +652,7 @@ def release(ctx: Context, b: Build, order: int) -> Release:
 
 def releases(ctx: Context) -> list[Release]:
     out = [release(ctx, b, order) for order, b in enumerate(builds(ctx), start=1)]
-    # "master" names the line its requirements pin (torch 2.14 nightly, research 2.5)
+    # "master" names the line its requirements pin (torch 2.14 nightly)
     for r in out:
         if r.name == "master+2.14":
             r.aliases.append("master")

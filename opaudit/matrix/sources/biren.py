@@ -1,4 +1,4 @@
-"""Biren SUPA (device ``supa``): torch_supa (BR2xx), one release per PyTorch; BR1xx via DIPU (biren/SOURCES.md).
+"""Biren SUPA (device ``supa``): torch_supa (BR2xx), one release per PyTorch; BR1xx via DIPU.
 
 Rules for torch_supa (key PrivateUse1), Biren's codegen rule re-applied to ``pytorch/v<X>/native_functions.yaml``
 (script/codegen_native/gen.py, values in ``derived/codegen_filter.json``):
@@ -17,7 +17,7 @@ Rules for torch_supa (key PrivateUse1), Biren's codegen rule re-applied to ``pyt
   ``aten_hint`` ops (the project's own mapping, said so in each note); float64 and the quantized dtypes -> caveats
   for every op;
 - the earlier commit 86c42639 is read for the notes only (what changed in the yaml and in the registered set);
-- CPU fallback: boxed, on, warns once per op (biren/SOURCES.md).
+- CPU fallback: boxed, on, warns once per op (fact biren-cpu-fallback).
 BR1xx: torch_br, Biren's own BR1xx plugin, has no public source or op list. The only public data is DeepLink DIPU's
 ``supa`` vendor (../dipu/), so the BR1xx release is that DIPU build (torch_dipu, key XPU, device ``cuda``), an
 upper bound (exact=False) -- the same data as dipu@supa, filed here so that ``biren@br1xx`` finds it.
@@ -30,6 +30,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from opaudit.matrix.provenance import cite
 from opaudit.matrix.release import Caveat, CpuFallback, Release, Source
 from opaudit.matrix.sources import Context, dipu
 from opaudit.matrix.sources.dipu import full_commit, load_json, load_yaml, read_lines, share_note
@@ -47,8 +48,7 @@ YAML = "supa_native_functions.yaml"
 YAML_PATH = "torch_supa/csrc/aten/supa_native_functions.yaml"
 GEN_PATH = "script/codegen_native/gen.py"
 GUIDE_PATH = "docs/user_guide/source/chapter05_torch_supa_api_limitations.rst"
-GUIDE_COMMIT = "f79c0e7f07938c3636a7b0c8d16de96a71f57ab1"  # SOURCES.md: f79c0e7f
-RESEARCH = "research/vendors-dipu-biren-others.md"
+GUIDE_COMMIT = "f79c0e7f07938c3636a7b0c8d16de96a71f57ab1"  # the staged SOURCES.md: f79c0e7f
 BIREN_LISTS = ("supported", "perf_supported", "autograd")
 FLOATS = ["float16", "bfloat16", "float32", "float64", "complex64", "complex128"]
 QUANTIZED = ["quint8", "quint4x2", "quint2x4", "qint32", "qint8"]
@@ -59,8 +59,7 @@ FALLBACK = CpuFallback(
          "per op \"CAUTION: The operator '...' is not currently supported on the SUPA backend and will fall back to "
          "run on the CPU. This may have performance implications.\"; sparse ops raise instead; AutogradPrivateUse1 "
          "falls through; no documented switch or forced-fallback list (BRTB_ENABLE_NATIVE_OP only chooses between "
-         f"Biren-rewritten and PyTorch-ported kernels). Sources: biren/SOURCES.md (Reliability), {RESEARCH} "
-         "section 4.3",
+         f"Biren-rewritten and PyTorch-ported kernels). Source: {cite('biren-cpu-fallback')}",
 )
 
 

@@ -1,4 +1,4 @@
-"""Cambricon torch_mlu (device ``mlu``, key PrivateUse1): one release per folder of cambricon/ (SOURCES.md).
+"""Cambricon torch_mlu (device ``mlu``, key PrivateUse1): one release per staged branch or commit of torch_mlu.
 
 Rules:
 - provenance, torch_mlu version, PyTorch version and commit date of each folder come from MANIFEST.csv;
@@ -19,7 +19,7 @@ Rules:
   ``torchaudio::name``, ``torch_mlu::name`` (TORCH_LIBRARY(torch_mlu)).
 - torch_api.yaml (development snapshots only) is Python-API level with Chinese free-text limitations: only
   the limitations that name dtypes become api caveats (``_DTYPE_LIMITS``); its counts go to the notes.
-- CPU fallback: on by default (research/vendors-ascend-cambricon.md section 3.3).
+- CPU fallback: on by default (fact cambricon-cpu-fallback).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from opaudit.matrix.provenance import cite
 from opaudit.matrix.release import Caveat, CpuFallback, Release, Source
 from opaudit.matrix.sources import Context
 from opaudit.matrix.torchops import TorchOps
@@ -41,7 +42,6 @@ DEVICE = "mlu"
 KEY = "PrivateUse1"
 SPARSE_KEY = "SparsePrivateUse1"
 PACKAGE = "torch_mlu"
-RESEARCH = "research/vendors-ascend-cambricon.md"
 
 FALLBACK = CpuFallback(
     exists=True, default_on=True,
@@ -51,7 +51,7 @@ FALLBACK = CpuFallback(
          "at::native::cpu_fallback; the fail-fallback wraps every generated aten kernel except empty.memory_format, "
          "empty_strided, copy_ and _copy_from_and_resize (codegen/dest/gen_external_mlu.py); all three behaviours "
          "exist on the 1.22 release branches too. It fails for ops without a CPU kernel and for some factory ops "
-         f"with device arguments (triu_indices, pytorch#121289). Sources: {RESEARCH} section 3.3, cambricon/SOURCES.md",
+         f"with device arguments (triu_indices, pytorch#121289). Source: {cite('cambricon-cpu-fallback')}",
 )
 
 # torch_api.yaml limitations (Chinese free text) that name dtypes: (pattern, dtypes affected, English gloss)
@@ -250,13 +250,13 @@ def release(ctx: Context, d: Folder, order: int) -> Release:
                  f"last commit of branch {d.branch} before build.property moved past {d.version}")
         notes.append(f"development snapshot, not a published release: {where}, commit {d.commit[:7]} "
                      f"of {d.date}, build.property version {d.version}; the op list is exact for this commit, the "
-                     f"released torch_mlu {d.version} may differ (cambricon/SOURCES.md: treat as approximate)")
+                     f"released torch_mlu {d.version} may differ ({cite('cambricon-dev-snapshots')})")
     if torch_ops.version != d.torch:
         notes.append(f"targets PyTorch {d.torch}; op names checked against PyTorch {torch_ops.version}'s table "
                      "(the nearest staged release)")
     if _vt(d.torch)[:2] in ((2, 1), (2, 3)):
         notes.append(f"for PyTorch {d.torch} torch_mlu needs Cambricon's patched torch wheel (pytorch_patches/); "
-                     f"names are checked against the stock native_functions.yaml ({RESEARCH} section 3.3)")
+                     f"names are checked against the stock native_functions.yaml ({cite('cambricon-patched-torch')})")
     dup = mf.entries - len(mf.keys)
     notes.append(f"mlu_functions.yaml: {mf.entries} aten entries = {len(mf.keys)} distinct overloads"
                  + (f" ({dup} listed twice)" if dup else "")
@@ -295,7 +295,7 @@ def release(ctx: Context, d: Folder, order: int) -> Release:
         prerelease=not d.release_branch, exact=True,
         accuracy="the aten entries of codegen/mlu_functions.yaml registered for PrivateUse1; the few kernels "
                  "torch_mlu registers by hand in C++ (e.g. has_compatible_shallow_copy_type, pin_memory, fft "
-                 f"internals, {RESEARCH} section 3.2) are not in this file",
+                 f"internals; {cite('cambricon-hand-registered')}) are not in this file",
         fallback=FALLBACK, ops={k: v for k, v in ops.items() if v}, caveats=caveats, sources=sources, notes=notes,
     )
 

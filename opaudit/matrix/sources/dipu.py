@@ -1,6 +1,6 @@
-"""DeepLink DIPU (torch_dipu; key XPU, device shown as ``cuda``): one release per DIPU vendor (dipu/SOURCES.md).
+"""DeepLink DIPU (torch_dipu; key XPU, device shown as ``cuda``): one release per DIPU vendor.
 
-Rules (dipu/SOURCES.md "How the derived data was made", research/vendors-dipu-biren-others.md section 2):
+Rules (the staged SOURCES.md, "How the derived data was made"; fact dipu-coverage):
 - coverage = (aten -> DIOPI map) ∩ (DIOPI functions the vendor implements). The map is
   ``derived/diopi_functions.index.yaml`` (one entry per entry of DIPU's diopi_functions.yaml). An entry is
   generated for a vendor when its ``device`` list names the vendor or holds ``all`` without ``-vendor``, its
@@ -32,6 +32,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from opaudit.matrix.provenance import cite
 from opaudit.matrix.release import Caveat, CpuFallback, Release, Source
 from opaudit.matrix.sources import Context
 from opaudit.matrix.torchops import TorchOps
@@ -46,7 +47,6 @@ KEY = "XPU"  # DIPU_DEVICE_TYPE_MACRO
 PACKAGE = "torch_dipu"
 TORCH = "2.1.0"  # the derived lists are computed for DIPU version code 20100
 TORCH_CODE = "20100"
-RESEARCH = "research/vendors-dipu-biren-others.md"
 YAML_PATH = "dipu/scripts/autogen_diopi_wrapper/diopi_functions.yaml"
 REGISTER_CPP = "dipu/torch_dipu/csrc_dipu/aten/RegisterDIPU.cpp"
 
@@ -71,7 +71,7 @@ IMPL_DIRS: dict[str, list[str] | None] = {
 # DIPU vendor -> impl dir of its staged convert_config.yaml
 CONVERT_DIRS = {"cuda": "torch", "muxi": "muxi", "camb": "camb", "topsrider": "topsrider", "kunlunxin": "kunlunxin",
                 "ascend": "ascend"}
-# the collective library under DIPU's dicl backend (research section 2.3)
+# the collective library under DIPU's dicl backend
 COLLECTIVES = {"cuda": "NCCL", "muxi": "NCCL", "camb": "CNCL", "ascend": "HCCL", "topsrider": "ECCL",
                "kunlunxin": "BKCL", "supa": "SUCCL", "droplet": "PCCL"}
 
@@ -83,7 +83,7 @@ FALLBACK = CpuFallback(
     note="ops DIPU does not register use PyTorch's Composite kernel if one exists, else DIPU's boxed fallback on "
          "the XPU key (dipu_fallback -> at::native::cpu_fallback), which logs 'fallback to cpu, name=aten::...'; "
          "a missing DIOPI function is reported at import as '<diopiFn> is not yet implemented, <op> will be "
-         f"fallback to cpu'. Sources: dipu/SOURCES.md, {RESEARCH} sections 2.1 and 3",
+         f"fallback to cpu'. Source: {cite('dipu-coverage')}",
 )
 
 _CAST = re.compile(r"\(([^)]*)\)\s*->\s*([A-Za-z0-9_]+)")
@@ -387,7 +387,7 @@ def vendor_release(ctx: Context, vendor: str) -> Release:
                      "caveats")
     if vendor == "supa":
         caveats.append(Caveat("*", ["bool"], "bool tensors are represented as float on SUPA (a copy quirk of DIPU's "
-                                             "supa vendor code)", f"{RESEARCH} section 4.1",
+                                             "supa vendor code)", cite("dipu-supa-bool"),
                                 kind="converted"))
 
     ops = {"native": sorted(native), "autograd": sorted(autograd), "cpu": sorted(cpu)}

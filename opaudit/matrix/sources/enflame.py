@@ -1,9 +1,9 @@
-"""Enflame torch_gcu (device ``gcu``, key PrivateUse1): one release per chip of its fallback list (enflame/SOURCES.md).
+"""Enflame torch_gcu (device ``gcu``, key PrivateUse1): one release per chip of its fallback list.
 
 Rules:
 - ``gcu_native_functions.yaml`` ``supported:`` names without ``disable: true`` that are ops of PyTorch 2.10 (the
   release it targets), plus every op of PyTorch 2.10 whose ``structured_delegate`` is one of them (the functional
-  and in-place variants torchgen derives) -> ``native`` (the "effective" rule of SOURCES.md). The ``optional:``
+  and in-place variants torchgen derives) -> ``native`` (fact enflame-effective-ops). The ``optional:``
   item is only named in the notes.
 - ``gcu_op_fallback.yaml``: per chip, a name with ``all`` is forced to the CPU -> ``forced_cpu`` and out of
   ``native``. The codegen (codegen/gen_op_fallback_register.py) registers the forced fallback for that exact op
@@ -14,7 +14,7 @@ Rules:
   L600.
 - ``gcu_vision_functions.yaml`` names without ``disable`` -> ``custom`` as ``torchvision::name``.
 - No native 64-bit types: a caveat for float64 / int64 on every op (silent down-cast).
-- CPU fallback: on by default, ops not connected fall back to torch CPU (SOURCES.md Facts).
+- CPU fallback: on by default, ops not connected fall back to torch CPU (fact enflame-cpu-fallback).
 - Provenance: a third-party copy (sunnygui-L/torch-gcu), said so in accuracy and notes.
 """
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from opaudit.matrix.provenance import cite
 from opaudit.matrix.release import Caveat, CpuFallback, Release, Source
 from opaudit.matrix.sources import Context
 from opaudit.matrix.sources.dipu import full_commit, load_json, load_yaml, share_note
@@ -37,7 +38,6 @@ KEY = "PrivateUse1"
 PACKAGE = "torch_gcu"
 TORCH = "2.10.0"
 TOPSRIDER = "3.7.1"
-RESEARCH = "research/vendors-dipu-biren-others.md"
 # chip -> (order, description); S60 last: plain ``enflame`` means the README's supported card
 CHIPS = {"l600": (1, "L600"), "s60": (2, "S60 (CloudBlazer inference; the README's supported card)")}
 # ScalarType names of gcu_op_fallback.yaml conditions -> torch dtype names
@@ -48,11 +48,11 @@ SCALAR_TYPES = {"Byte": "uint8", "Char": "int8", "Short": "int16", "Int": "int32
 FALLBACK = CpuFallback(
     exists=True, default_on=True,
     switch="ENFLAME_PT_OP_DEBUG_CONFIG=\"fallback_cpu=all_ops,<op>,-<op> ...\" (set before import torch_gcu) forces "
-           "ops onto it; ENFLAME_LOG_DEBUG_MOD=TORCH_GCU/OP (or TORCH_GCU/FALLBACK with ENFLAME_LOG_DEBUG_LEVEL=DEBUG) "
-           "logs the ops that fall back",
+           "compute ops onto it; ENFLAME_LOG_DEBUG_MOD=TORCH_GCU logs each op that falls back (or TORCH_GCU/FALLBACK "
+           "with ENFLAME_LOG_DEBUG_LEVEL=DEBUG)",
     note="ops not yet connected fall back to torch CPU automatically (log: '<op> ... fallback to torch cpu'); "
          "per chip some ops are always forced to it (gcu_op_fallback.yaml -> forced_cpu). "
-         f"Sources: enflame/SOURCES.md (Facts), {RESEARCH} section 5",
+         f"Source: {cite('enflame-cpu-fallback')}",
 )
 
 
@@ -127,7 +127,7 @@ def chip_release(ctx: Context, chip: str) -> Release:
     caveats = [Caveat("*", ["float64", "int64"],
                       "the hardware has no native 64-bit types: torch_gcu silently down-casts float64 / int64 (and "
                       "uint64) to 32 bits; TORCH_GCU_ENABLE_INT64_AND_UINT64=true tries 64-bit where available",
-                      f"{VENDOR}/SOURCES.md (Facts)", kind="converted")]
+                      cite("enflame-64bit"), kind="converted")]
     caveats += [_condition_caveat(n, conds, chip, staged) for n, conds in sorted(conditional.items())]
     custom = sorted(f"torchvision::{e['name']}" for e in vision.get("supported") or [] if not e.get("disable"))
 
@@ -139,7 +139,7 @@ def chip_release(ctx: Context, chip: str) -> Release:
     blocked = sorted(set(no_fb) & set(always))
     notes = [f"third-party copy: {REPO} at {commit and commit[:7]} (branch not recorded), apparently a mirror of the "
              f"official {OFFICIAL}, of which no copy was available; provenance not verified, check against Enflame's "
-             "release before relying on it",
+             f"release before relying on it ({cite('enflame-third-party-copy')})",
              f"torch_gcu for PyTorch {TORCH} with TopsRider v{TOPSRIDER}, chip {CHIPS[chip][1]}",
              f"gcu_native_functions.yaml: {len(supported)} supported names, {len(disabled)} disabled "
              f"({', '.join(disabled)}); {len(listed)} + their structured variants = {len(eff)} effective ops",
@@ -152,8 +152,8 @@ def chip_release(ctx: Context, chip: str) -> Release:
              "the forced CPU fallback is allowed for every listed op unless it sets fallback_cpu: false (default "
              f"true): {len(no_fb)} memory / view ops say false, {', '.join(yes_fb)} says true explicitly",
              f"optional: {', '.join(optional)}: the codegen scripts read it with the supported names "
-             "(codegen/gen_backend_stubs.py), SOURCES.md's effective rule leaves it out; not in native (a "
-             "CompositeImplicitAutograd op in PyTorch, so it runs either way)",
+             f"(codegen/gen_backend_stubs.py), the effective rule ({cite('enflame-effective-ops')}) leaves it out; "
+             "not in native (a CompositeImplicitAutograd op in PyTorch, so it runs either way)",
              f"custom: torchvision ops {', '.join(custom)} (ps_roi_pool and roi_pool are disable: true)",
              "device: torch.gcu; distributed backend eccl (README: backend='nccl' -> 'eccl'); from torch_gcu import "
              "transfer_to_gcu redirects .cuda() and torch.cuda.* and disables torch.jit.script",

@@ -1,7 +1,7 @@
-"""Moore Threads torch_musa (device ``musa``, key PrivateUse1): one release per tag folder of musa/ (SOURCES.md).
+"""Moore Threads torch_musa (device ``musa``, key PrivateUse1): one release per staged tag of torch_musa.
 
 Rules:
-- tag, commit, date and target PyTorch of each folder come from the table of musa/SOURCES.md; releases are
+- tag, commit, date and target PyTorch of each folder come from the table of the staged SOURCES.md; releases are
   ordered by tag date.
 - v1.0.0 / v1.1.0: ``derived_aten_privateuse1_ops.txt`` (a regex extraction of ``m.impl("...")`` calls in
   TORCH_LIBRARY_IMPL(aten, PrivateUse1) blocks, not an upstream file): every name -> ``native``, except
@@ -17,7 +17,7 @@ Rules:
   stock PyTorch) are kept in ``native``: they exist in torch_musa's patched torch.
 - ``ops_list.md`` = the yaml list + hand-registered C++ ops: ``(quantized op)`` aten names -> ``quant``,
   ``quantized::`` names and ``(torchvision op)`` names -> ``custom``.
-- no generic CPU fallback (research/vendors-musa-xpu-xla-core.md section 3).
+- no generic CPU fallback (fact musa-no-cpu-fallback).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opaudit.matrix.provenance import cite
 from opaudit.matrix.release import CpuFallback, Release, Source
 from opaudit.matrix.sources import Context
 from opaudit.matrix.torchops import TorchOps
@@ -36,7 +37,6 @@ REPO = "MooreThreads/torch_musa"
 DEVICE = "musa"
 KEY = "PrivateUse1"
 PACKAGE = "torch_musa"
-RESEARCH = "research/vendors-musa-xpu-xla-core.md"
 YAML_PATH = "torch_musa/csrc/aten/ops/musa_functions.yaml"
 OPS_LIST_PATH = "tools/ops_scanner/ops_list.md"
 PATCH_PATH = "torch_patches/aten_src_ATen_native_native_functions.yaml.patch"
@@ -57,7 +57,7 @@ FALLBACK = CpuFallback(
          "(torch_musa/csrc/core/VariableFallbackKernel_musa.cpp); an op without a musa kernel raises \"Could not "
          "run 'aten::X' with arguments from the 'musa' backend\" (torch_musa#72). Related environment variables: "
          "TORCH_USE_MUSA_DOUBLE_CAST (casts float64 to float32), TORCH_MUSA_OP_DEBUG* (op logging), "
-         f"PYTORCH_MUSA_ALLOC_CONF, MUSA_LAUNCH_BLOCKING. Source: {RESEARCH} section 3",
+         f"PYTORCH_MUSA_ALLOC_CONF, MUSA_LAUNCH_BLOCKING. Source: {cite('musa-no-cpu-fallback')}",
 )
 
 _ROW = re.compile(r"^\|\s*(v[\w.-]+)\s*\|\s*(v[\w.-]+)\s*\|\s*([0-9a-f]{40})\s*\|"
@@ -77,7 +77,7 @@ class Tag:
 
 
 def tags(ctx: Context) -> list[Tag]:
-    """The rows of the table in musa/SOURCES.md, oldest first."""
+    """The rows of the table in the staged SOURCES.md, oldest first."""
     out = []
     for line in (ctx.folder(VENDOR) / "SOURCES.md").read_text(encoding="utf-8").splitlines():
         m = _ROW.match(line)

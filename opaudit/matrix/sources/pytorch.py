@@ -1,4 +1,4 @@
-"""PyTorch itself: the CUDA (reference), CPU and MPS kernels of each release, from pytorch/ (SOURCES.md).
+"""PyTorch itself: the CUDA (reference), CPU and MPS kernels of each release, from its native_functions.yaml.
 
 Rules: an op has a kernel on a backend when its ``dispatch`` names the backend's key, or when its
 ``structured_delegate`` points at an op that does. Composite ops are not listed here: every target
@@ -29,7 +29,7 @@ TARGETS = {
 
 
 def provenance(ctx: Context) -> dict[str, tuple[str, str]]:
-    """dir -> (source commit, wheel read), from the table of pytorch/SOURCES.md."""
+    """dir -> (source commit, wheel read), from the table of the staged SOURCES.md."""
     out = {}
     for line in (ctx.folder("pytorch") / "SOURCES.md").read_text(encoding="utf-8").splitlines():
         m = _ROW.match(line)

@@ -1,4 +1,4 @@
-"""Sophgo torch-tpu (device ``tpu``, key PrivateUse1): one release, the staged main snapshot (sophgo/SOURCES.md).
+"""Sophgo torch-tpu (device ``tpu``, key PrivateUse1): one release, the staged main snapshot.
 
 Rules:
 - ``derived/aten_ops_PrivateUse1.txt`` (= ``aten:TPU`` of ``registered_ops.json``: string literals of
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from opaudit.matrix.provenance import cite
 from opaudit.matrix.release import CpuFallback, Release, Source
 from opaudit.matrix.sources import Context
 from opaudit.matrix.sources.dipu import full_commit, load_json, read_lines, share_note
@@ -28,13 +29,12 @@ PACKAGE = "torch_tpu"
 TORCH = "2.8.0"  # docker/requirements.txt pins torch==2.8.0+cpu
 DATE = "2025-12-09"
 CSRC = "torch_tpu/csrc/"
-RESEARCH = "research/vendors-dipu-biren-others.md"
 
 FALLBACK = CpuFallback(
     exists=True, default_on=True, switch=None,
     note="a boxed fallback on PrivateUse1 (cpu_fallback_for_dynamo) runs PyTorch's stock at::native::cpu_fallback "
          "for ops without a tpu kernel; several kernels also copy to the host internally in special cases (some "
-         f"index paths, 0-dim inputs). Sources: sophgo/SOURCES.md (Facts), {RESEARCH} section 5",
+         f"index paths, 0-dim inputs). Source: {cite('sophgo-cpu-fallback')}",
 )
 
 
@@ -71,7 +71,7 @@ def releases(ctx: Context) -> list[Release]:
              "the list is the union over chip builds, one build may register fewer",
              "every overload is registered by hand (e.g. add.out is listed, add.Tensor is not); an unlisted "
              "structured functional op still runs: PyTorch's CompositeExplicitAutogradNonFunctional kernel calls "
-             "the listed .out kernel (research/torch-mechanics.md section 6), so it resolves native via its .out",
+             f"the listed .out kernel ({cite('structured-functional-via-out')}), so it resolves native via its .out",
              "many kernels have dtype and shape restrictions inside that this list does not capture",
              f"custom ops {', '.join(custom)} also get AutogradPrivateUse1 kernels; aten:CatchAll registers "
              + ", ".join(groups.get("aten:CatchAll", [])),

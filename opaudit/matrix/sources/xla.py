@@ -1,8 +1,8 @@
-"""PyTorch/XLA (device ``xla``, key XLA, ``import torch_xla``): one release per folder of xla/ (SOURCES.md).
+"""PyTorch/XLA (device ``xla``, key XLA, ``import torch_xla``): one release per staged folder of pytorch/xla.
 
 Rules:
-- ref, commit, date, path and target PyTorch of each folder come from the table of xla/SOURCES.md; releases are
-  ordered by date. A tag vX.Y.Z is the torch_xla package X.Y.Z (name "X.Y.Z", aliases the tag and "X.Y"),
+- ref, commit, date, path and target PyTorch of each folder come from the table of the staged SOURCES.md;
+  releases are ordered by date. A tag vX.Y.Z is the torch_xla package X.Y.Z (name "X.Y.Z", aliases the tag and "X.Y"),
   built against PyTorch X.Y.Z, except v2.8.1: PyTorch has no 2.8.1 release, so it pairs with 2.8.0. Branch
   r2.10 (no tag) is named "r2.10" for PyTorch 2.10.0; master is named "master" (alias "nightly"): it builds
   against a PyTorch nightly, paired here with the newest staged PyTorch table. Both are ``prerelease``: no
@@ -10,14 +10,15 @@ Rules:
 - ``xla_native_functions.yaml`` (torchgen external backend): ``full_codegen`` ∪ ``supported`` -> ``native``, each
   overload as listed (no structured_delegate logic); ``ir_gen`` (IR class only, all of it also in supported) and
   ``symint`` (a modifier) add nothing; ``autograd`` (registered for AutogradXLA) -> ``autograd``.
-- ``einsum`` -> ``native`` too: registered by hand in torch_xla/csrc/xla_manual_registration.cpp (xla/SOURCES.md),
-  and XLA's own einsum at AutogradXLA in every release (the yaml's autograd list).
+- ``einsum`` -> ``native`` too: registered by hand in torch_xla/csrc/xla_manual_registration.cpp (fact
+  xla-manual-registration), and XLA's own einsum at AutogradXLA in every release (the yaml's autograd list).
 - names that are no op of the paired PyTorch table are left out (named in the notes).
-- functionalization = true in every release: in-place and out= calls run as their functional op (research
-  vendors-musa-xpu-xla-core.md section 2); the data agrees: no staged yaml lists a single in-place overload.
+- functionalization = true in every release: in-place and out= calls run as their functional op (fact
+  xla-functionalization); the data agrees: no staged yaml lists a single in-place overload.
 - CPU fallback: always on, no switch (torch_xla/csrc/aten_fallback.cpp).
-- ``derived_torchvision_ops.tsv`` (derived from xla_manual_registration.cpp at each folder's commit): the torchvision
-  ops registered by hand for XLA -> ``custom`` (``torchvision::nms`` from v2.4.0; the file does not exist before).
+- ``coverage_db/curated/xla_torchvision_ops.tsv`` (derived from xla_manual_registration.cpp at each release's
+  commit): the torchvision ops registered by hand for XLA -> ``custom`` (``torchvision::nms`` from v2.4.0; the
+  file does not exist before).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from opaudit.matrix.provenance import cite
 from opaudit.matrix.release import CpuFallback, Release
 from opaudit.matrix.sources import Context, sha256
 from opaudit.matrix.torchops import TorchOps, minor
@@ -36,11 +38,10 @@ REPO = "pytorch/xla"
 DEVICE = "xla"
 KEY = "XLA"
 PACKAGE = "torch_xla"
-RESEARCH = "research/vendors-musa-xpu-xla-core.md"
 FILE = "xla_native_functions.yaml"
 MANUAL = "torch_xla/csrc/xla_manual_registration.cpp"
 HAND_REGISTERED = ("einsum",)
-TORCHVISION_FILE = "derived_torchvision_ops.tsv"
+TORCHVISION_FILE = "xla_torchvision_ops.tsv"  # coverage_db/curated/
 # torch_xla patch releases whose X.Y.Z is no PyTorch release: the PyTorch they build against
 NO_SUCH_TORCH = {"v2.8.1": "2.8.0"}
 
@@ -52,8 +53,8 @@ FALLBACK = CpuFallback(
     note="always on, no switch: the boxed CPU fallback of torch_xla/csrc/aten_fallback.cpp runs every aten op "
          "without an XLA lowering on the CPU (host copies, graph breaks); each one shows up as an aten:: counter "
          "in the metrics report (torch_xla.debug.metrics.executed_fallback_ops(), pytorch/xla#7116) and "
-         "PT_XLA_DEBUG_LEVEL=2 prints 'Op(s) not lowered' (docs/source/learn/troubleshoot.md). Sources: "
-         f"xla/SOURCES.md, {RESEARCH} section 3",
+         "PT_XLA_DEBUG_LEVEL=2 prints 'Op(s) not lowered' (docs/source/learn/troubleshoot.md). "
+         f"Source: {cite('xla-cpu-fallback')}",
 )
 
 
@@ -69,7 +70,7 @@ class Ref:
 
 
 def refs(ctx: Context) -> list[Ref]:
-    """The rows of the table in xla/SOURCES.md, oldest first."""
+    """The rows of the table in the staged folder's SOURCES.md, oldest first."""
     out = []
     for line in (ctx.folder(VENDOR) / "SOURCES.md").read_text(encoding="utf-8").splitlines():
         m = _ROW.match(line)
@@ -127,15 +128,14 @@ def _share(native: set[str], torch_ops: TorchOps) -> str:
     cuda = torch_ops.with_kernel("CUDA")
     hit = len(cuda & native)
     return (f"native reaches {hit} of the {len(cuda)} CUDA-kernel ops of PyTorch {torch_ops.version} "
-            f"({100 * hit / len(cuda):.1f}%): XLA lists functional overloads only; {RESEARCH} quotes shares "
-            "with a CUDA set without the 3 kernels torchgen generates from ufunc_inner_loop (add.out, add.Tensor, "
-            "add_.Tensor), one PyTorch line per merged row")
+            f"({100 * hit / len(cuda):.1f}%): XLA lists functional overloads only; counted as in "
+            f"{cite('cuda-kernel-ops')}")
 
 
 def torchvision_ops(ctx: Context) -> dict[str, tuple[str, str, list[str]]]:
     """Folder -> (commit, path, the torchvision ops registered for XLA by hand there)."""
     out: dict[str, tuple[str, str, list[str]]] = {}
-    for row in (ctx.folder(VENDOR) / TORCHVISION_FILE).read_text(encoding="utf-8").splitlines():
+    for row in ctx.curated(TORCHVISION_FILE).read_text(encoding="utf-8").splitlines():
         if not row or row.startswith(("#", "dir\t")):
             continue
         folder, commit, path, op = row.split("\t")
@@ -158,9 +158,9 @@ def release(ctx: Context, r: Ref, order: int, same: list[str]) -> Release:
              f"xla_native_functions.yaml: full_codegen {len(xf.full_codegen)}, supported {len(xf.supported)}, "
              f"ir_gen {len(xf.ir_gen)}, symint {len(xf.symint)}, autograd {len(xf.autograd)}; registered for XLA "
              f"(full_codegen | supported) {len(xf.registered)}",
-             f"einsum is added to native by hand: xla/SOURCES.md names {MANUAL}, which registers aten::einsum "
-             "outside the yaml; the yaml's autograd list also registers XLA's own einsum for AutogradXLA, so einsum "
-             "runs as XLA and never decomposes"]
+             f"einsum is added to native by hand: {MANUAL} registers aten::einsum outside the yaml; the yaml's "
+             "autograd list also registers XLA's own einsum for AutogradXLA, so einsum runs as XLA and never "
+             f"decomposes ({cite('xla-manual-registration')})"]
     ir_only = sorted(set(xf.ir_gen) - xf.registered)
     if ir_only:
         notes.append(f"ir_gen names not registered (IR class only, no kernel): {', '.join(ir_only)}")
@@ -168,7 +168,7 @@ def release(ctx: Context, r: Ref, order: int, same: list[str]) -> Release:
     custom: list[str] = []
     vision = torchvision_ops(ctx).get(r.folder)
     if vision is not None:
-        sources.append(ctx.source(REPO, vision[1], vision[0], ctx.folder(VENDOR) / TORCHVISION_FILE,
+        sources.append(ctx.source(REPO, vision[1], vision[0], ctx.curated(TORCHVISION_FILE),
                                   "DERIVED, not an upstream file: the torchvision ops of "
                                   "TORCH_LIBRARY_IMPL(torchvision, XLA) in this file at this commit"))
         custom = sorted(vision[2])
@@ -176,7 +176,8 @@ def release(ctx: Context, r: Ref, order: int, same: list[str]) -> Release:
                      f"{MANUAL} does not exist at this commit: no torchvision op has an XLA kernel")
     else:
         notes.append("the torchvision ops of this ref are not staged")
-    notes.append("XLA lists functional overloads: in-place and out= calls reach them through functionalization; "
+    notes.append(f"XLA lists functional overloads: in-place and out= calls reach them through functionalization "
+                 f"({cite('xla-functionalization')}); "
                  "Composite* ops decompose into them; everything else runs on the always-on CPU fallback")
     exact = True
     accuracy = (f"full_codegen | supported of {r.path} (each overload listed on its own), plus aten::einsum "
@@ -196,8 +197,8 @@ def release(ctx: Context, r: Ref, order: int, same: list[str]) -> Release:
     if r.kind == "tag":
         name = r.ref.removeprefix("v")
         if r.folder in NO_SUCH_TORCH:
-            notes.append(f"xla/SOURCES.md says tag vX.Y.Z builds against PyTorch X.Y.Z, but PyTorch has no "
-                         f"{name} release (PyPI: 2.8.0, then 2.9.0): paired with PyTorch {torch}")
+            notes.append(f"tag vX.Y.Z builds against PyTorch X.Y.Z, but PyTorch has no {name} release (PyPI: "
+                         f"2.8.0, then 2.9.0): paired with PyTorch {torch} ({cite('xla-torch-pairing')})")
     elif r.target == "nightly":
         name = r.ref
         aliases = ["nightly"]

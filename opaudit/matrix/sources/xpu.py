@@ -1,7 +1,7 @@
-"""Intel GPU (device ``xpu``, key XPU, built into torch): one release per PyTorch line, from xpu/ (SOURCES.md).
+"""Intel GPU (device ``xpu``, key XPU, built into torch): one release per PyTorch line, from torch-xpu-ops.
 
 Rules:
-- one release per torch-xpu-ops release branch (folder ``release-X.Y``, row of xpu/SOURCES.md), named by the
+- one release per torch-xpu-ops release branch (folder ``release-X.Y``, a row of its SOURCES.md), named by the
   PyTorch line it ships in ("2.6", alias the branch "release/2.6"); ``torch`` is the staged PyTorch table of that
   line (``ctx.torch_for``), whose XPU keys are read too. Ordered by PyTorch line.
 - 2.4 and 2.5: ``xpu_functions.yaml`` ``supported:`` (torchgen external-backend list, built then): each listed
@@ -9,7 +9,8 @@ Rules:
   read only for a note.
 - 2.6 to 2.13: torch-xpu-ops' ``native_functions.yaml``: an overload is ``native`` if its entry has an ``XPU`` key
   or its ``structured_delegate`` has one; ``SparseXPU`` / ``SparseCsrXPU`` keys as written -> ``sparse``
-  (torchgen does not pass sparse kernels through structured_delegate: they are no structured dispatch keys);
+  (torchgen does not pass sparse kernels through structured_delegate: they are no structured dispatch keys,
+  fact structured-dispatch-keys);
   ``NestedTensorXPU`` -> no category (counted in the notes); CPU/CUDA/MPS keys copied along mean nothing.
 - every line: UNION the XPU kernels of PyTorch core's native_functions.yaml (directly or through
   structured_delegate; SparseXPU / SparseCsrXPU as written -> ``sparse``).
@@ -18,9 +19,10 @@ Rules:
 - ``derived_cpu_fallback_ops.txt`` (the ``fallback_list`` of XPUFallback.template, derived) -> ``forced_cpu``:
   registered for XPU to the boxed CPU fallback, always. The generic CPU fallback exists, off by default
   (PYTORCH_ENABLE_XPU_FALLBACK=1).
-- ``derived_torchvision_ops.tsv`` (the ``torchvision_ops_dispatching_table_`` map of the XPU fallback, derived,
-  per release branch, 2.14 included): torchvision ops that torch-xpu-ops registers XPU kernels for -> ``custom``;
-  those the map sends to the CPU fallback (``cpu_fallback`` true) -> ``forced_cpu`` (as ``torchvision::name``).
+- ``coverage_db/curated/xpu_torchvision_ops.tsv`` (the ``torchvision_ops_dispatching_table_`` map of the XPU
+  fallback, derived, per release branch, 2.14 included): torchvision ops that torch-xpu-ops registers XPU
+  kernels for -> ``custom``; those the map sends to the CPU fallback (``cpu_fallback`` true) -> ``forced_cpu``
+  (as ``torchvision::name``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from opaudit.matrix.provenance import cite
 from opaudit.matrix.release import CpuFallback, Release, Source
 from opaudit.matrix.sources import Context
 from opaudit.matrix.sources.pytorch import PATH as CORE_PATH
@@ -43,11 +46,10 @@ DEVICE = "xpu"
 KEY = "XPU"
 SPARSE_KEYS = ("SparseXPU", "SparseCsrXPU")
 NESTED_KEY = "NestedTensorXPU"
-RESEARCH = "research/vendors-musa-xpu-xla-core.md"
 XPU_FUNCTIONS = "yaml/xpu_functions.yaml"
 NATIVE_YAML = "yaml/native/native_functions.yaml"
 FALLBACK_FILE = "derived_cpu_fallback_ops.txt"
-TORCHVISION_FILE = "derived_torchvision_ops.tsv"
+TORCHVISION_FILE = "xpu_torchvision_ops.tsv"  # coverage_db/curated/
 LAST_SUPPORTED_ERA = (2, 5)  # xpu_functions.yaml `supported:` is what is built up to this line
 CORE_ONLY_FROM = (2, 14)  # XPU dispatch entries live in PyTorch's own native_functions.yaml from this line on
 
@@ -68,7 +70,7 @@ class Branch:
 
 
 def branches(ctx: Context) -> list[Branch]:
-    """The rows of the table of xpu/SOURCES.md, oldest PyTorch line first."""
+    """The rows of the table of the staged folder's SOURCES.md, oldest PyTorch line first."""
     out = []
     for line in (ctx.folder(VENDOR) / "SOURCES.md").read_text(encoding="utf-8").splitlines():
         m = _ROW.match(line)
@@ -78,7 +80,7 @@ def branches(ctx: Context) -> list[Branch]:
 
 
 def fallback_template(line: str) -> str:
-    """Where the fallback_list lives in torch-xpu-ops on that branch (xpu/SOURCES.md)."""
+    """Where the fallback_list lives in torch-xpu-ops on that branch."""
     return "src/aten/XPUFallback.template" if minor(line) <= (2, 4) else "src/ATen/native/xpu/XPUFallback.template"
 
 
@@ -90,12 +92,12 @@ def fallback(line: str, listed: int | None) -> CpuFallback:
     return CpuFallback(
         exists=True, default_on=False, switch=SWITCH,
         note=f"boxed CPU fallback of torch-xpu-ops ({where}), off by default: an op without an XPU kernel raises "
-             f"NotImplementedError; {always}. Sources: xpu/SOURCES.md, {RESEARCH} section 3")
+             f"NotImplementedError; {always}. Source: {cite('xpu-cpu-fallback')}")
 
 
 @dataclass
 class VisionOps:
-    """The torchvision ops of one line's map (derived_torchvision_ops.tsv)."""
+    """The torchvision ops of one line's map (coverage_db/curated/xpu_torchvision_ops.tsv)."""
 
     branch: str
     commit: str
@@ -106,7 +108,7 @@ class VisionOps:
 
 def torchvision_ops(ctx: Context) -> dict[str, VisionOps]:
     """PyTorch line -> the torchvision ops torch-xpu-ops registers for XPU on that line's branch."""
-    path = ctx.folder(VENDOR) / TORCHVISION_FILE
+    path = ctx.curated(TORCHVISION_FILE)
     out: dict[str, VisionOps] = {}
     for row in path.read_text(encoding="utf-8").splitlines():
         if not row or row.startswith(("#", "line\t")):
@@ -144,16 +146,16 @@ def _sparse_note(table: TorchOps, origin: str) -> str:
     counts = ", ".join(f"{k} {len(direct(table, k))}" for k in SPARSE_KEYS)
     through = {k: sorted(table.with_kernel(k) - direct(table, k)) for k in SPARSE_KEYS}
     return (f"sparse: {counts} overloads as written in {origin}"
-            + "".join(f"; {k} + {len(v)} if structured_delegate were followed ({_fmt(v)}), as {RESEARCH} counts: "
-                      f"torchgen does not, {k} is no structured dispatch key" for k, v in through.items() if v))
+            + "".join(f"; {k} + {len(v)} if structured_delegate were followed ({_fmt(v)}): torchgen does not, {k} "
+                      f"is no structured dispatch key ({cite('structured-dispatch-keys')})"
+                      for k, v in through.items() if v))
 
 
 def _share(native: set[str], torch_ops: TorchOps) -> str:
     cuda = torch_ops.with_kernel("CUDA")
     hit = len(cuda & native)
     return (f"native reaches {hit} of the {len(cuda)} CUDA-kernel ops of PyTorch {torch_ops.version} "
-            f"({100 * hit / len(cuda):.1f}%); {RESEARCH} quotes the share with a CUDA set without the 3 kernels "
-            "torchgen generates from ufunc_inner_loop (add.out, add.Tensor, add_.Tensor)")
+            f"({100 * hit / len(cuda):.1f}%), counted as in {cite('cuda-kernel-ops')}")
 
 
 def _fmt(names: set[str] | list[str], limit: int = 12) -> str:
@@ -268,7 +270,7 @@ def release(ctx: Context, line: str, b: Branch | None, order: int) -> Release:
         notes.append(f"{len(unknown)} names are no op of PyTorch {core.version}, left out: {_fmt(unknown)}")
     vision = torchvision_ops(ctx).get(line)
     if vision is not None:
-        sources.append(ctx.source(REPO, vision.path, vision.commit, ctx.folder(VENDOR) / TORCHVISION_FILE,
+        sources.append(ctx.source(REPO, vision.path, vision.commit, ctx.curated(TORCHVISION_FILE),
                                   "DERIVED, not an upstream file: the torchvision_ops_dispatching_table_ map of the "
                                   f"XPU fallback on {vision.branch}, registered lazily for the XPU key"))
         ops["custom"] = set(vision.xpu)
