@@ -342,7 +342,21 @@ def _autocast(sim: Simulator) -> Callable[[], None]:
     name = sim.name
     policy = CudaAutocast(torch.float16, key="AutocastPrivateUse1", low=lambda: torch.get_autocast_dtype(name))
     policy.install()
-    return policy.uninstall
+    # the policy's cast cache lives as long as torch's own: autocast.__exit__ clears torch's when the
+    # outermost region exits (torch.clear_autocast_cache), and the policy's with it
+    clear_torch = torch.clear_autocast_cache
+
+    def clear_autocast_cache() -> None:
+        clear_torch()
+        policy.caster.clear()
+
+    patch = _Patches()
+    patch(torch, "clear_autocast_cache", clear_autocast_cache)
+
+    def undo() -> None:
+        patch.undo()
+        policy.uninstall()
+    return undo
 
 
 def _backend_names(sim: Simulator) -> list[str]:

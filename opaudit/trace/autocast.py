@@ -62,8 +62,13 @@ def _overload(key: str) -> torch._ops.OpOverload:
 
 
 class _Caster:
-    """The casts of one autocast region, with torch's cache of low-precision weight copies (a copy is
-    reused while its weight is unchanged: same object, same version)."""
+    """The casts of one autocast policy, with torch's cache of low-precision copies of weights
+    (aten/src/ATen/autocast_mode.cpp, cached_cast): a cast to the low precision of a float32 leaf that
+    requires grad (no view) is made once and reused until the outermost autocast region exits
+    (``clear``, called from ``torch.clear_autocast_cache``). Two rules are stricter than torch's: a cast
+    is cached only while grad mode is on (a copy made under ``no_grad`` has no autograd history, and
+    reusing it in a training step would leave its weight without a gradient), and a copy is reused only
+    while its weight is unchanged (same object, same version)."""
 
     def __init__(self, low: torch.dtype | Callable[[], torch.dtype]):
         self._low = low
@@ -74,6 +79,9 @@ class _Caster:
         """The region's low precision (read at each call where it is the device's autocast dtype)."""
         return self._low if isinstance(self._low, torch.dtype) else self._low()
 
+    def clear(self) -> None:
+        self.cache.clear()
+
     @staticmethod
     def eligible(t: Any) -> bool:
         return isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64
@@ -83,7 +91,9 @@ class _Caster:
             return type(t)(self.cast(x, dtype) for x in t)
         if not self.eligible(t) or t.dtype == dtype:
             return t
-        if dtype == self.low and t.dtype == torch.float32 and t.requires_grad and t.is_leaf and not t._is_view():
+        if (t.dtype == torch.float32 and t.requires_grad and t.is_leaf and dtype == self.low
+                and torch.is_grad_enabled() and torch.is_autocast_cache_enabled() and not t._is_view()
+                and not torch.is_inference_mode_enabled()):
             hit = self.cache.get(id(t))
             if hit is not None and hit[0] is t and hit[1] == t._version:
                 return hit[2]
@@ -198,7 +208,7 @@ class CudaAutocast:
                 yield
         finally:
             _set_cpu_enabled(was)
-            self.caster.cache.clear()
+            self.caster.clear()
 
 
 def _cpu_enabled() -> bool:
