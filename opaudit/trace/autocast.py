@@ -162,6 +162,33 @@ def _kernel(op: torch._ops.OpOverload, policy: str, caster: _Caster, target, exc
     return k
 
 
+# the casters of the installed policies: torch.clear_autocast_cache (which autocast.__exit__ calls when the
+# outermost region exits) clears theirs too, while any is installed
+_installed: list[_Caster] = []
+_torch_clear: list[Callable[[], None]] = []
+
+
+def _clear_autocast_cache() -> None:
+    _torch_clear[0]()
+    for caster in _installed:
+        caster.clear()
+
+
+def _hook_clear(caster: _Caster) -> None:
+    if not _installed:
+        _torch_clear.append(torch.clear_autocast_cache)
+        torch.clear_autocast_cache = _clear_autocast_cache
+    _installed.append(caster)
+
+
+def _unhook_clear(caster: _Caster) -> None:
+    caster.clear()
+    if caster in _installed:
+        _installed.remove(caster)
+    if not _installed and _torch_clear:
+        torch.clear_autocast_cache = _torch_clear.pop()
+
+
 class CudaAutocast:
     """Installs CUDA's autocast policy on an autocast key (AutocastCPU; a simulated device's
     AutocastPrivateUse1, whose low precision is the device's autocast dtype: ``low``) while it is
@@ -192,11 +219,13 @@ class CudaAutocast:
                 if key.startswith("aten::") and key not in ours:
                     lib.impl(key.removeprefix("aten::"), torch.library.fallthrough_kernel, self.key)
         self._lib = lib
+        _hook_clear(self.caster)
 
     def uninstall(self) -> None:
         if self._lib is not None:
             self._lib._destroy()
             self._lib = None
+            _unhook_clear(self.caster)
 
     @contextmanager
     def region(self) -> Iterator[None]:
