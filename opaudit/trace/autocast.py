@@ -86,12 +86,16 @@ class _Caster:
     def eligible(t: Any) -> bool:
         return isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64
 
-    def cast(self, t: Any, dtype: torch.dtype) -> Any:
-        if isinstance(t, (list, tuple)):
-            return type(t)(self.cast(x, dtype) for x in t)
-        if not self.eligible(t) or t.dtype == dtype:
+    def cast(self, t: Any, dtype: torch.dtype, low: torch.dtype | None = None) -> Any:
+        """``t`` in ``dtype`` (``low``: the region's low precision, when the caller has read it)."""
+        if not isinstance(t, torch.Tensor):
+            if isinstance(t, (list, tuple)):
+                return type(t)(self.cast(x, dtype, low) for x in t)
             return t
-        if (t.dtype == torch.float32 and t.requires_grad and t.is_leaf and dtype == self.low
+        have = t.dtype
+        if have == dtype or have == torch.float64 or not t.is_floating_point():
+            return t
+        if (have == torch.float32 and t.requires_grad and t.is_leaf and dtype == (low or self.low)
                 and torch.is_grad_enabled() and torch.is_autocast_cache_enabled() and not t._is_view()
                 and not torch.is_inference_mode_enabled()):
             hit = self.cache.get(id(t))
@@ -114,14 +118,20 @@ class _Caster:
 def _kernel(op: torch._ops.OpOverload, policy: str, caster: _Caster, target, exclude: torch._C.DispatchKeySet):
     if policy == "lower_precision_fp":
         def k(*args, **kwargs):
+            low = caster.low
+            cast = caster.cast
             with torch._C._ExcludeDispatchKeyGuard(exclude):
-                return op(*(caster.cast(a, caster.low) for a in args),
-                          **{n: caster.cast(v, caster.low) for n, v in kwargs.items()})
+                if kwargs:
+                    return op(*[cast(a, low, low) for a in args], **{n: cast(v, low, low) for n, v in kwargs.items()})
+                return op(*[cast(a, low, low) for a in args])
     elif policy == "fp32":
         def k(*args, **kwargs):
+            cast = caster.cast
+            f32 = torch.float32
             with torch._C._ExcludeDispatchKeyGuard(exclude):
-                return op(*(caster.cast(a, torch.float32) for a in args),
-                          **{n: caster.cast(v, torch.float32) for n, v in kwargs.items()})
+                if kwargs:
+                    return op(*[cast(a, f32) for a in args], **{n: cast(v, f32) for n, v in kwargs.items()})
+                return op(*[cast(a, f32) for a in args])
     elif policy == "fp32_set_opt_dtype":
         names = [a.name for a in op._schema.arguments]
         pos = names.index("dtype") if "dtype" in names else None

@@ -112,12 +112,16 @@ with fb.simulate("ascend"):
     after = m2.weight.detach().cpu()
     assert type(after) is torch.Tensor and after.device.type == "cpu", (type(after), after.device)
     assert not torch.equal(before, after)
+    w = torch.ones(3, device="npu", requires_grad=True)
+    (w * 2).cpu().sum().backward()  # a gradient through a copy to the host comes back to the device
+    assert w.grad.device.type == "npu" and w.grad.tolist() == [2.0, 2.0, 2.0]
 m(torch.randn(2, 8)).sum().backward()  # and the CPU after it
 print("trained")
 """
 
 
 def test_a_rehearsal_after_a_cpu_backward_in_the_same_process():
+    """Also: .cpu() gives a CPU tensor, and tolist() works on a device tensor, as on a device."""
     proc = _python("-c", AFTER_CPU_BACKWARD)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "trained" in proc.stdout
