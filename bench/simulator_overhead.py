@@ -27,14 +27,13 @@ AdamW steps do the same work.
 The allocator is pinned first (``pin_malloc``: one malloc arena, no trimming, no mmap for large blocks):
 with glibc's default, dynamic mmap and trim thresholds, the
 optimizer's large temporaries (a parameter-sized ``_foreach_sqrt`` result) are returned to the kernel and
-faulted in again on some steps and not others, depending on which thread freed what (in a simulation the
-backward pass runs on autograd's thread for the device, in a malloc arena of its own): on BERT, 106k minor
-page faults in each eager AdamW step against 22k simulated, which made the simulated step look faster than
-eager (ratio 0.78). ``--no-pin-malloc`` keeps the defaults.
+faulted in again on some steps and not others, depending on which thread freed what (the rehearsal once ran
+the backward pass on autograd's thread for the device, in a malloc arena of its own; it runs it on the calling
+thread now): on BERT, 106k minor page faults in each eager AdamW step against 22k simulated, which made the
+simulated step look faster than eager (ratio 0.78). ``--no-pin-malloc`` keeps the defaults.
 
 ``--profile MODEL`` runs cProfile over a few simulated steps of one model (resnet50, bert or gpt2) instead
-and prints where the time goes. cProfile sees the calling thread only: the backward pass of a simulated
-step runs on autograd's thread for the device, and shows as one ``run_backward`` call.
+and prints where the time goes (the backward pass included: it runs on the calling thread).
 """
 
 from __future__ import annotations

@@ -272,6 +272,7 @@ def enter(sim: Simulator) -> list[Callable[[], None]]:
     undo.append(_plugin_module(sim))
     undo.append(_pinning())
     undo.append(_swap_parameters())
+    undo.append(_backward_on_the_calling_thread())
     if sim.aliases:
         undo.append(_map_devices(sim))
     return undo
@@ -310,6 +311,17 @@ def _swap_parameters() -> Callable[[], None]:
     return lambda: torch.__future__.set_swap_module_params_on_conversion(before)
 
 
+def _backward_on_the_calling_thread() -> Callable[[], None]:
+    """Backward runs on the thread that calls it, as on the CPU. The autograd engine sizes its per-device
+    worker queues once per process, at its first backward, from the device types registered then: after a
+    CPU backward earlier in the process, a simulated device has no queue, and the engine's own assert
+    fails ("device.index() < device_ready_queues_.size()"). Its threads would also only hand each op back
+    to Python, which holds one lock."""
+    before = torch._C._is_multithreading_enabled()
+    torch._C._set_multithreading_enabled(False)
+    return lambda: torch._C._set_multithreading_enabled(before)
+
+
 def _pinning() -> Callable[[], None]:
     """Pinned host memory (``pin_memory=True`` in a DataLoader) needs the device's pinned allocator, which
     a Python-registered device cannot provide; the host is the device here, so pinning is the identity."""
@@ -341,7 +353,7 @@ def _autocast(sim: Simulator) -> Callable[[], None]:
 
     name = sim.name
     policy = CudaAutocast(torch.float16, key="AutocastPrivateUse1", low=lambda: torch.get_autocast_dtype(name))
-    policy.install()
+    policy.install()  # (its cast cache is cleared with torch's: trace.autocast)
     return policy.uninstall
 
 
@@ -484,11 +496,22 @@ class DeviceMap(TorchFunctionMode):
         return x
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
-        m = self._map
-        args = tuple(m(a) for a in args)
-        if kwargs:
-            kwargs = {k: m(v) for k, v in kwargs.items()}
-        return func(*args, **(kwargs or {}))
+        # every torch call passes here: most name no device, and go through untouched
+        for a in args:
+            t = type(a)
+            if t is str or t is torch.device:
+                m = self._map
+                args = tuple([m(a) for a in args])
+                break
+        if not kwargs:
+            return func(*args)
+        for v in kwargs.values():
+            t = type(v)
+            if t is str or t is torch.device:
+                m = self._map
+                kwargs = {k: m(v) for k, v in kwargs.items()}
+                break
+        return func(*args, **kwargs)
 
 
 def _map_devices(sim: Simulator) -> Callable[[], None]:

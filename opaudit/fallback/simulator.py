@@ -62,18 +62,27 @@ class SimTensor(torch.Tensor):
     elem: torch.Tensor
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
+    sim_index: int  # the index of its device (``device.index`` makes a new torch.device per call)
+
     @staticmethod
     def __new__(cls, elem: torch.Tensor, index: int = 0) -> SimTensor:
+        device = _devices.get(index)
+        if device is None:
+            device = _devices[index] = torch.device(_device.name, index)
         r = torch.Tensor._make_wrapper_subclass(
             cls, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(), dtype=elem.dtype,
-            layout=elem.layout, device=torch.device(_device.name, index), requires_grad=elem.requires_grad)
+            layout=elem.layout, device=device, requires_grad=elem.requires_grad)
         r.elem = elem
+        r.sim_index = index
         return r
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         text = repr(self.elem.detach())
         grad = ", requires_grad=True" if self.requires_grad else ""
         return f"{text[:-1]}, device='{self.device}'{grad})"
+
+    def tolist(self) -> Any:  # (torch refuses tolist for tensor subclasses; a device tensor has it)
+        return self.elem.tolist()
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         # torch.save of a simulated tensor stores its data as a CPU tensor
@@ -84,6 +93,10 @@ class SimTensor(torch.Tensor):
         sim = _active
         if sim is None:
             return run_native(func, args, kwargs or {})
+        plan = sim._plans.get(id(func))
+        if plan is not None and plan.call is not None:  # Simulator.handle's common case, a call shorter
+            plan.stat.calls += 1  # type: ignore[union-attr]
+            return run_plain(func, plan.call, args, kwargs or {}, plan.check_devices)
         return sim.handle(func, args, kwargs or {})
 
 
@@ -96,6 +109,7 @@ class _Device:
 
 
 _device = _Device()
+_devices: dict[int, torch.device] = {}  # index -> the simulated device of that index
 _active: Simulator | None = None
 _lock = threading.Lock()
 
@@ -145,15 +159,119 @@ def _refresh(t: Any) -> None:
                 w.data = SimTensor(e, w.device.index or 0)
 
 
+class _Call:
+    """What running one op natively needs to know of its schema, worked out once per op."""
+
+    __slots__ = ("writes", "returns", "plain")
+
+    def __init__(self, func: Any):
+        sig = signature(func)
+        self.writes = sig.writes
+        self.returns = sig.returns
+        # nothing written, every result new: the common case, run by run_plain
+        self.plain = not sig.writes and all(r is None or r[0] != "write" for r in sig.returns)
+
+
+_calls: dict[int, _Call] = {}  # id(OpOverload) -> _Call (OpOverloads live as long as the process; their
+# __hash__ is Python code, an id is not)
+
+
+def _call(func: Any) -> _Call:
+    c = _calls.get(id(func))
+    if c is None:
+        c = _calls[id(func)] = _Call(func)
+    return c
+
+
+def run_plain(func: Any, call: _Call, args: tuple, kwargs: dict[str, Any], check: bool) -> Any:
+    """run_native for an op that writes none of its arguments, in one pass over them: their CPU data, the
+    device index of the results, and (``check``) a CPU tensor beside device tensors, which fails as on a
+    device (_host_error)."""
+    index = -1
+    host = None
+    unwrapped = []
+    for a in args:
+        t = type(a)
+        if t is SimTensor:
+            if index < 0:
+                index = a.sim_index
+            unwrapped.append(a.elem)
+        elif t is list or t is tuple:
+            for x in a:
+                if type(x) is SimTensor:
+                    if index < 0:
+                        index = x.sim_index
+                elif check and isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.dim() > 0:
+                    host = x
+            unwrapped.append(_unwrap(a))
+        elif isinstance(a, torch.Tensor):
+            if isinstance(a, SimTensor):
+                if index < 0:
+                    index = a.device.index or 0
+                unwrapped.append(a.elem)
+            else:
+                if check and a.device.type == "cpu" and a.dim() > 0:
+                    host = a
+                unwrapped.append(a)
+        elif t is torch.device:
+            unwrapped.append(_unwrap(a))
+        else:
+            unwrapped.append(a)
+    seen = index >= 0  # a device tensor among the arguments
+    if kwargs:
+        values = tuple(kwargs.values())
+        if check:
+            in_kwargs = _host_tensor(values, device=True)
+            if in_kwargs is not None:
+                host = in_kwargs
+            seen = seen or any(isinstance(v, SimTensor) for v in values)
+        if index < 0:
+            index = _index(values, kwargs)
+        kw = {k: _unwrap(v) for k, v in kwargs.items()}
+        to = kwargs.get("device")
+        if to is not None and torch.device(to).type != _device.name:  # a copy to the host (.cpu())
+            return func(*unwrapped, **kw)
+    else:
+        kw = kwargs
+    if host is not None and seen:
+        _host_error(func, host, args, kwargs)
+    out = func(*unwrapped, **kw)
+    if index < 0:
+        index = _device.current
+    n = len(call.returns)
+    if n == 1:
+        return SimTensor(out, index) if type(out) is torch.Tensor else _wrap(out, index)
+    if n == 0:
+        return out
+    return tuple(SimTensor(r, index) if type(r) is torch.Tensor else _wrap(r, index) for r in out)
+
+
+def _host_error(func: Any, host: torch.Tensor, args: tuple, kwargs: dict[str, Any]) -> None:
+    sim = _active
+    target = sim.target if sim is not None else _device.name
+    name = sim._plans[id(func)].op if sim is not None and id(func) in sim._plans else op_name(func)
+    line = user_line()
+    raise RuntimeError(
+        f"Expected all tensors to be on the same device, but found at least two devices, "
+        f"{_device.name}:{_index(args, kwargs)} and cpu! [simulated {target}: aten::{name} "
+        f"got a CPU tensor of shape {list(host.shape)}" + (f", at {line}" if line else "") + "]")
+
+
 def run_native(func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
     """Run ``func`` on the CPU data of its arguments; results are tensors of the simulated device, and
     written arguments are the caller's own."""
+    call = _call(func)
+    if call.plain:
+        return run_plain(func, call, args, kwargs, False)
     index = _index(args, kwargs)
     out = func(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
     sig = signature(func)
     for pos, name in sig.writes:
         _refresh(_arg(args, kwargs, pos, name))
     if not sig.returns:
+        return out
+    to = kwargs.get("device")
+    if to is not None and torch.device(to).type != _device.name:  # a copy to the host (.cpu()): a CPU tensor
         return out
     results = [
         _arg(args, kwargs, ret[1], ret[2]) if ret is not None and ret[0] == "write" else _wrap(r, index)
@@ -195,6 +313,7 @@ class _Plan:
     note: str
     stat: OpStat | None  # native and vendor_cpu ops: their one statistic (opaudit's fallback: one per path)
     check_devices: bool = True  # a CPU tensor beside device tensors is an error, as on a device
+    call: _Call | None = None  # a native op that writes none of its arguments: run_plain's
 
 
 # ops a device takes CPU tensors in (besides 0-dim ones, which every op takes): copies between the two, and
@@ -206,10 +325,10 @@ CROSS_DEVICE = frozenset({
 })
 
 
-def _host_tensor(args: tuple) -> torch.Tensor | None:
-    """A CPU tensor of at least one dimension among ``args`` (lists included), when a device tensor is there too."""
+def _host_tensor(args: tuple, device: bool = False) -> torch.Tensor | None:
+    """A CPU tensor of at least one dimension among ``args`` (lists included), when a device tensor is there
+    too (or ``device``: the caller saw one)."""
     host = None
-    device = False
     for a in args:
         if isinstance(a, SimTensor):
             device = True
@@ -252,7 +371,7 @@ class Simulator:
         self.aliases = frozenset(aliases)
         self.stats = Stats(self.target, self.name, "simulated")
         self.chooser = Chooser(self._has, force_cpu=force_cpu, forbid=forbid, has_base=self._has_base)
-        self._plans: dict[Any, _Plan] = {}
+        self._plans: dict[int, _Plan] = {}  # id(OpOverload) -> its plan (as _calls)
         self._warned: set[str] = set()
         self._undo: list[Any] = []
 
@@ -283,14 +402,19 @@ class Simulator:
             kind = _NATIVE
         stat = None if kind == _MISSING else self.stats.op(name, "native" if kind == _NATIVE else "vendor_cpu",
                                                              note, support_status)
-        plan = self._plans[func] = _Plan(kind, name, support_status, note, stat, name not in CROSS_DEVICE)
+        call = _call(func)
+        plan = self._plans[id(func)] = _Plan(kind, name, support_status, note, stat, name not in CROSS_DEVICE,
+                                             call if kind == _NATIVE and call.plain else None)
         return plan
 
     # -- one op -------------------------------------------------------------------------------------
     def handle(self, func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
-        plan = self._plans.get(func)
+        plan = self._plans.get(id(func))
         if plan is None:
             plan = self._plan(func)
+        if plan.call is not None:  # the common case, in one pass over the arguments
+            plan.stat.calls += 1  # type: ignore[union-attr]
+            return run_plain(func, plan.call, args, kwargs, plan.check_devices)
         if plan.check_devices:
             cpu = _host_tensor((*args, *kwargs.values()))
             if cpu is not None:
@@ -418,6 +542,7 @@ def setup_device(name: str) -> None:
         overload_ = getattr(getattr(torch.ops.aten, packet), overload or "default")
         kernels.impl(op, functools.partial(_backend_kernel, overload_), "PrivateUse1")
     _device.name = name
+    _devices.clear()
     _setup.update(name=name, lib=lib, kernels=kernels, module=module)
 
 

@@ -62,8 +62,13 @@ def _overload(key: str) -> torch._ops.OpOverload:
 
 
 class _Caster:
-    """The casts of one autocast region, with torch's cache of low-precision weight copies (a copy is
-    reused while its weight is unchanged: same object, same version)."""
+    """The casts of one autocast policy, with torch's cache of low-precision copies of weights
+    (aten/src/ATen/autocast_mode.cpp, cached_cast): a cast to the low precision of a float32 leaf that
+    requires grad (no view) is made once and reused until the outermost autocast region exits
+    (``clear``, called from ``torch.clear_autocast_cache``). Two rules are stricter than torch's: a cast
+    is cached only while grad mode is on (a copy made under ``no_grad`` has no autograd history, and
+    reusing it in a training step would leave its weight without a gradient), and a copy is reused only
+    while its weight is unchanged (same object, same version)."""
 
     def __init__(self, low: torch.dtype | Callable[[], torch.dtype]):
         self._low = low
@@ -74,16 +79,25 @@ class _Caster:
         """The region's low precision (read at each call where it is the device's autocast dtype)."""
         return self._low if isinstance(self._low, torch.dtype) else self._low()
 
+    def clear(self) -> None:
+        self.cache.clear()
+
     @staticmethod
     def eligible(t: Any) -> bool:
         return isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64
 
-    def cast(self, t: Any, dtype: torch.dtype) -> Any:
-        if isinstance(t, (list, tuple)):
-            return type(t)(self.cast(x, dtype) for x in t)
-        if not self.eligible(t) or t.dtype == dtype:
+    def cast(self, t: Any, dtype: torch.dtype, low: torch.dtype | None = None) -> Any:
+        """``t`` in ``dtype`` (``low``: the region's low precision, when the caller has read it)."""
+        if not isinstance(t, torch.Tensor):
+            if isinstance(t, (list, tuple)):
+                return type(t)(self.cast(x, dtype, low) for x in t)
             return t
-        if dtype == self.low and t.dtype == torch.float32 and t.requires_grad and t.is_leaf and not t._is_view():
+        have = t.dtype
+        if have == dtype or have == torch.float64 or not t.is_floating_point():
+            return t
+        if (have == torch.float32 and t.requires_grad and t.is_leaf and dtype == (low or self.low)
+                and torch.is_grad_enabled() and torch.is_autocast_cache_enabled() and not t._is_view()
+                and not torch.is_inference_mode_enabled()):
             hit = self.cache.get(id(t))
             if hit is not None and hit[0] is t and hit[1] == t._version:
                 return hit[2]
@@ -104,14 +118,20 @@ class _Caster:
 def _kernel(op: torch._ops.OpOverload, policy: str, caster: _Caster, target, exclude: torch._C.DispatchKeySet):
     if policy == "lower_precision_fp":
         def k(*args, **kwargs):
+            low = caster.low
+            cast = caster.cast
             with torch._C._ExcludeDispatchKeyGuard(exclude):
-                return op(*(caster.cast(a, caster.low) for a in args),
-                          **{n: caster.cast(v, caster.low) for n, v in kwargs.items()})
+                if kwargs:
+                    return op(*[cast(a, low, low) for a in args], **{n: cast(v, low, low) for n, v in kwargs.items()})
+                return op(*[cast(a, low, low) for a in args])
     elif policy == "fp32":
         def k(*args, **kwargs):
+            cast = caster.cast
+            f32 = torch.float32
             with torch._C._ExcludeDispatchKeyGuard(exclude):
-                return op(*(caster.cast(a, torch.float32) for a in args),
-                          **{n: caster.cast(v, torch.float32) for n, v in kwargs.items()})
+                if kwargs:
+                    return op(*[cast(a, f32) for a in args], **{n: cast(v, f32) for n, v in kwargs.items()})
+                return op(*[cast(a, f32) for a in args])
     elif policy == "fp32_set_opt_dtype":
         names = [a.name for a in op._schema.arguments]
         pos = names.index("dtype") if "dtype" in names else None
@@ -152,6 +172,33 @@ def _kernel(op: torch._ops.OpOverload, policy: str, caster: _Caster, target, exc
     return k
 
 
+# the casters of the installed policies: torch.clear_autocast_cache (which autocast.__exit__ calls when the
+# outermost region exits) clears theirs too, while any is installed
+_installed: list[_Caster] = []
+_torch_clear: list[Callable[[], None]] = []
+
+
+def _clear_autocast_cache() -> None:
+    _torch_clear[0]()
+    for caster in _installed:
+        caster.clear()
+
+
+def _hook_clear(caster: _Caster) -> None:
+    if not _installed:
+        _torch_clear.append(torch.clear_autocast_cache)
+        torch.clear_autocast_cache = _clear_autocast_cache
+    _installed.append(caster)
+
+
+def _unhook_clear(caster: _Caster) -> None:
+    caster.clear()
+    if caster in _installed:
+        _installed.remove(caster)
+    if not _installed and _torch_clear:
+        torch.clear_autocast_cache = _torch_clear.pop()
+
+
 class CudaAutocast:
     """Installs CUDA's autocast policy on an autocast key (AutocastCPU; a simulated device's
     AutocastPrivateUse1, whose low precision is the device's autocast dtype: ``low``) while it is
@@ -182,11 +229,13 @@ class CudaAutocast:
                 if key.startswith("aten::") and key not in ours:
                     lib.impl(key.removeprefix("aten::"), torch.library.fallthrough_kernel, self.key)
         self._lib = lib
+        _hook_clear(self.caster)
 
     def uninstall(self) -> None:
         if self._lib is not None:
             self._lib._destroy()
             self._lib = None
+            _unhook_clear(self.caster)
 
     @contextmanager
     def region(self) -> Iterator[None]:
@@ -198,7 +247,7 @@ class CudaAutocast:
                 yield
         finally:
             _set_cpu_enabled(was)
-            self.caster.cache.clear()
+            self.caster.clear()
 
 
 def _cpu_enabled() -> bool:

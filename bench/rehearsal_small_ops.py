@@ -1,0 +1,196 @@
+"""The rehearsal's fixed cost per op, on a workload of small ops: a tiny GPT's training iteration in
+``simulate("ascend")`` against the same iteration eager on the CPU.
+
+    python bench/rehearsal_small_ops.py [--rounds 7] [--iters 5] [--threads 1] [--profile fp32|bf16]
+                                        [--out bench/results/rehearsal_small_ops.json]
+
+The model is transformers' GPT-2 from a config (2 layers, width 32, 2 heads, a vocabulary of 64), random
+weights, batch 2, sequence 16: its ops take microseconds, so the time of an iteration is the cost of
+calling them, which is what the rehearsal adds to (a wrapper tensor per result, the dispatch into Python,
+the op's plan, the device mapping, the autocast policy's Python kernels). An iteration is what a
+nanoGPT-style loop runs per step: an evaluation forward under ``torch.no_grad()``, then a train step
+(forward, loss, backward, AdamW step, zero_grad), each under autocast in the ``bf16`` workload.
+
+Eager is the same code on plain CPU tensors, under the CPU's own autocast in ``bf16`` (torch's C++
+kernels; its CPU policy casts a few ops differently from the CUDA policy the rehearsal applies, which
+changes which casts run, not how many ops a step has to within a few). The simulated run is the script's
+view of a CUDA machine: ``cuda`` mapped onto the simulated device (the default of ``opaudit run
+--simulate``), every torch call through the device mapping. Both run in this process, interleaved per
+round, with one torch thread; the ratio is the median over rounds of simulated / eager. Goal: <= 2.
+
+Also measured, interleaved with both: the ``floor``, the simulated iteration with the simulator's per-op
+policy taken out (``SimTensor.__torch_dispatch__`` replaced by a bare pass-through that unwraps the
+arguments, runs the op on the CPU data and wraps the results: no plan, no statistics, no device check),
+which is what any wrapper tensor subclass on a Python-registered device costs with this torch; what the
+simulated iteration costs over the floor is opaudit's own bookkeeping. The machine's load average is
+recorded with the results (the figures of a shared machine move with it).
+``--profile`` runs cProfile over simulated iterations and prints where the time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import cProfile
+import json
+import os
+import platform
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from simulator_overhead import pin_malloc  # noqa: E402
+
+from opaudit.fallback import simulate, simulator  # noqa: E402
+
+TARGET = "ascend"
+GOAL = 2.0
+BATCH, SEQ = 2, 16
+
+
+def tiny_gpt() -> torch.nn.Module:
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=32, bos_token_id=0,
+                        eos_token_id=0, loss_type="ForCausalLM")
+    return GPT2LMHeadModel(config)
+
+
+def iteration(model: torch.nn.Module, device: str, amp: bool):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(1)
+    batches = [torch.randint(0, 64, (BATCH, SEQ), generator=g) for _ in range(2)]
+    ids = [b.to(device) for b in batches]
+
+    def run() -> None:
+        with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=amp):
+            model.eval()
+            model(input_ids=ids[0], labels=ids[0])
+            model.train()
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=amp):
+            loss = model(input_ids=ids[1], labels=ids[1]).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return run
+
+
+def timed(run, iters: int) -> float:
+    t = time.perf_counter()
+    for _ in range(iters):
+        run()
+    return (time.perf_counter() - t) / iters
+
+
+def measure(amp: bool, rounds: int, iters: int) -> dict:
+    model = tiny_gpt()
+    eager = iteration(model, "cpu", amp)
+    with simulate(TARGET) as sim:
+        sim_model = copy.deepcopy(model).to("cuda")  # mapped onto the simulated device, as a CUDA script's
+        simulated = iteration(sim_model, "cuda", amp)
+        device = str(next(sim_model.parameters()).device)
+        target = sim.target
+    for _ in range(2):  # warm up: optimizer state, per-op plans, first-call allocations
+        eager()
+        with simulate(TARGET):
+            simulated()
+    e_times, s_times, f_times, calls = [], [], [], []
+    fallen: list[str] = []
+    for r in range(rounds):
+        order = (0, 1, 2) if r % 2 else (2, 1, 0)
+        for which in order:
+            if which == 0:
+                e_times.append(timed(eager, iters))
+            elif which == 1:
+                with simulate(TARGET) as sim:
+                    s_times.append(timed(simulated, iters))
+                calls.append(sum(o.calls for o in sim.stats.ops.values()) / iters)
+                fallen = [o.op for o in sim.stats.fallen_back()]
+            else:
+                with simulate(TARGET), bare_dispatch():
+                    f_times.append(timed(simulated, iters))
+    ratio = statistics.median(s / e for e, s in zip(e_times, s_times, strict=True))
+    floor = statistics.median(f / e for e, f in zip(e_times, f_times, strict=True))
+    e, s, n = statistics.median(e_times), statistics.median(s_times), statistics.median(calls)
+    f = statistics.median(f_times)
+    return {"workload": "bf16" if amp else "fp32", "target": target, "device": device,
+            "eager_ms": round(e * 1e3, 2), "simulated_ms": round(s * 1e3, 2), "ratio": round(ratio, 3),
+            "goal": GOAL, "ok": ratio <= GOAL, "floor_ms": round(f * 1e3, 2), "floor_ratio": round(floor, 3),
+            "ops_per_iteration": int(n), "overhead_us_per_op": round((s - e) / n * 1e6, 1),
+            "over_floor_us_per_op": round((s - f) / n * 1e6, 1), "fallen_back": fallen}
+
+
+class bare_dispatch:  # noqa: N801 (a context manager, used as a statement)
+    """The simulator's per-op policy taken out: SimTensor's dispatch is a bare pass-through (module doc)."""
+
+    def __enter__(self) -> None:
+        self.before = simulator.SimTensor.__dict__["__torch_dispatch__"]
+
+        def bare(cls, func, types, args=(), kwargs=None):
+            return simulator.run_native(func, args, kwargs or {})
+        simulator.SimTensor.__torch_dispatch__ = classmethod(bare)  # type: ignore[method-assign,assignment]
+
+    def __exit__(self, *exc: object) -> None:
+        simulator.SimTensor.__torch_dispatch__ = self.before  # type: ignore[method-assign]
+
+
+def profile(amp: bool, iters: int) -> None:
+    model = tiny_gpt()
+    with simulate(TARGET):
+        sim_model = model.to("cuda")
+        run = iteration(sim_model, "cuda", amp)
+        for _ in range(2):
+            run()
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(iters):
+            run()
+        prof.disable()
+    st = pstats.Stats(prof)
+    st.sort_stats("tottime").print_stats(30)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--profile", choices=("fp32", "bf16"))
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rehearsal_small_ops.json"))
+    args = ap.parse_args()
+    pinned = pin_malloc()
+    torch.set_num_threads(args.threads)
+    if args.profile:
+        profile(args.profile == "bf16", args.iters)
+        return
+    results = []
+    for amp in (False, True):
+        row = measure(amp, args.rounds, args.iters)
+        results.append(row)
+        print(f"tiny GPT {row['workload']}: eager {row['eager_ms']:.2f} ms  simulated {row['simulated_ms']:.2f} ms  "
+              f"ratio {row['ratio']:.2f} (goal <= {GOAL}; the bare floor {row['floor_ratio']:.2f})  "
+              f"{row['ops_per_iteration']} ops/iteration, {row['over_floor_us_per_op']:+.1f} us/op over the floor, "
+              f"{row['overhead_us_per_op']:+.1f} us/op over eager, fallen back: {row['fallen_back'] or 'nothing'}",
+              flush=True)
+    out = {"benchmark": "rehearsal_small_ops", "model": "GPT-2 config, 2 layers, width 32, batch 2, sequence 16",
+           "rounds": args.rounds, "iterations_per_round": args.iters, "torch": torch.__version__,
+           "python": platform.python_version(), "machine": f"{platform.machine()}, {args.threads} torch threads",
+           "malloc_pinned": pinned, "load_average_1min": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
+           "results": results}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
