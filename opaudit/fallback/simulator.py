@@ -35,6 +35,7 @@ import torch
 from opaudit.errors import InputError
 from opaudit.fallback.choose import Chooser, decomposing, op_name
 from opaudit.fallback.live import run_fallback
+from opaudit.fallback.references import RehearsalLimit, cpu_impl, limit_message
 from opaudit.fallback.roundtrip import _arg, signature
 from opaudit.fallback.stats import OpStat, Stats, user_line
 
@@ -148,7 +149,10 @@ def run_native(func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
     """Run ``func`` on the CPU data of its arguments; results are tensors of the simulated device, and
     written arguments are the caller's own."""
     index = _index(args, kwargs)
-    out = func(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
+    fn = cpu_impl(func)  # the op itself, or a reference where the CPU has no kernel for it (references.py)
+    if fn is None:
+        raise RehearsalLimit(_limit(func))
+    out = fn(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
     sig = signature(func)
     for pos, name in sig.writes:
         _refresh(_arg(args, kwargs, pos, name))
@@ -159,6 +163,20 @@ def run_native(func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
         for ret, r in zip(sig.returns, out if len(sig.returns) > 1 else (out,), strict=True)
     ]
     return tuple(results) if len(sig.returns) > 1 else results[0]
+
+
+def _limit(func: Any) -> str:
+    """The error of an op that nothing in the rehearsal can run (references.limit_message)."""
+    name = op_name(func)
+    sim = _active
+    if sim is None:
+        return limit_message(name, "the target", "the simulated device runs it")
+    support = sim.matrix.resolve(name)
+    where = {"native": f"{sim.target} registers it natively", "cpu_fallback": f"{sim.target} runs it on the CPU",
+             "missing": f"{sim.target} lacks it and its fallback runs it on the CPU"}.get(
+        support.status, f"{sim.target} runs it ({support.status})")
+    sim.stats.errors.append(f"aten::{name}: no CPU kernel and no reference (a limit of the rehearsal)")
+    return limit_message(name, sim.target, where)
 
 
 def _backend_kernel(op: Any, *args: Any, **kwargs: Any) -> Any:
@@ -340,7 +358,7 @@ class Simulator:
                                    + (f"; called at {line}" if line else "") + "]")
         return run_fallback(func, path, s, self.stats, self.target, args, kwargs,
                             lambda: _round_trip(func, s, args, kwargs), check=self.check_numerics, host=_host,
-                            passthrough=(SimulatedMissing,))
+                            passthrough=(SimulatedMissing, RehearsalLimit))
 
     # -- lifetime -------------------------------------------------------------------------------------
     def __enter__(self) -> Simulator:
