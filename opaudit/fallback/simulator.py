@@ -158,6 +158,9 @@ def run_native(func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
         _refresh(_arg(args, kwargs, pos, name))
     if not sig.returns:
         return out
+    to = kwargs.get("device")
+    if to is not None and torch.device(to).type == "cpu":  # a copy to the host (t.cpu()): a CPU tensor
+        return out
     results = [
         _arg(args, kwargs, ret[1], ret[2]) if ret is not None and ret[0] == "write" else _wrap(r, index)
         for ret, r in zip(sig.returns, out if len(sig.returns) > 1 else (out,), strict=True)
