@@ -92,7 +92,9 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     elif isinstance(failure, RehearsalLimit) or isinstance(failure.__cause__, RehearsalLimit):
         cause = failure if isinstance(failure, RehearsalLimit) else failure.__cause__
         msg = f"{shown} stopped on {target}: {cause}"
-        hint = "coverage_db/curated/no_cpu_kernel.toml lists the ops the rehearsal cannot run, and why"
+        hint = ("coverage_db/curated/device_selected.toml says which path each device kind and PyTorch line takes"
+                if "stand-in cannot take" in msg else
+                "coverage_db/curated/no_cpu_kernel.toml lists the ops the rehearsal cannot run, and why")
     elif isinstance(failure, FallbackFailed) or isinstance(failure.__cause__, FallbackFailed):
         cause = failure if isinstance(failure, FallbackFailed) else failure.__cause__
         msg = str(cause)

@@ -33,8 +33,9 @@ from typing import Any
 import torch
 
 from opaudit.errors import InputError
-from opaudit.fallback.choose import Chooser, decomposing, op_name
+from opaudit.fallback.choose import Chooser, decomposing, decomposition, op_name, run_decomposition
 from opaudit.fallback.live import run_fallback
+from opaudit.fallback.paths import detours, limit
 from opaudit.fallback.references import RehearsalLimit, cpu_impl, limit_message
 from opaudit.fallback.roundtrip import _arg, signature
 from opaudit.fallback.stats import OpStat, Stats, user_line
@@ -204,7 +205,7 @@ def _host(t: torch.Tensor) -> torch.Tensor:
 
 # -- the policy -----------------------------------------------------------------------------------------
 
-_NATIVE, _VENDOR_CPU, _MISSING = 0, 1, 2
+_NATIVE, _VENDOR_CPU, _MISSING, _DETOUR = 0, 1, 2, 3
 
 
 @dataclass
@@ -273,6 +274,7 @@ class Simulator:
         self.stats = Stats(self.target, self.name, "simulated")
         self.chooser = Chooser(self._has, force_cpu=force_cpu, forbid=forbid, has_base=self._has_base)
         self._plans: dict[Any, _Plan] = {}
+        self._detours = detours(self.matrix)  # ops of the stand-in's path that the target's path never runs
         self._warned: set[str] = set()
         self._undo: list[Any] = []
 
@@ -287,6 +289,11 @@ class Simulator:
         name = op_name(func)
         if func.namespace != "aten":
             name = f"{func.namespace}::{name.split('::')[-1]}"
+        detour = self._detours.get(name)
+        if detour is not None:  # the target takes another device-selected path here (paths.py)
+            stat = self.stats.op(name, "decomposition", detour.why, "composite") if detour.runs else None
+            plan = self._plans[func] = _Plan(_DETOUR, name, "composite", detour.why, stat)
+            return plan
         if func.namespace in ("prims", "profiler", "_c10d_functional", "c10d"):
             support_status, note = "native", ""
         else:
@@ -323,7 +330,27 @@ class Simulator:
             return run_native(func, args, kwargs)
         if plan.kind == _VENDOR_CPU:
             return self._vendor_cpu(func, plan, args, kwargs)
+        if plan.kind == _DETOUR:
+            return self._detour(func, plan, args, kwargs)
         return self._missing(func, plan, args, kwargs)
+
+    def _detour(self, func: Any, plan: _Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """An op of the stand-in's path that the target's path never runs: run as its decomposition into the
+        target's (generic) path, or stop where the stand-in cannot take the real device's path."""
+        detour = self._detours[plan.op]
+        fn = decomposition(func) if detour.runs else None
+        if fn is None:
+            self.stats.errors.append(f"aten::{plan.op}: the stand-in cannot take {self.target}'s path "
+                                     f"'{detour.target.name}' (a limit of the rehearsal)")
+            raise RehearsalLimit(limit(detour, self.target))
+        s = plan.stat
+        assert s is not None
+        s.calls += 1
+        t0 = time.perf_counter()
+        try:
+            return run_decomposition(func, args, kwargs)
+        finally:
+            s.seconds += time.perf_counter() - t0
 
     def _vendor_cpu(self, func: Any, plan: _Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
         s = plan.stat
