@@ -10,7 +10,7 @@ line (musa@1.3.0 builds 2.2, whose LSTM cells have no PrivateUse1 branch) takes 
 rehearsal meets one:
 
 - where the target's path is PyTorch's device-independent composite (``generic``), the op runs as its
-  decomposition into those ops (references.py for the fused cells, torch._decomp for native_dropout), each
+  decomposition into those ops (references.py: the fused cells; native_dropout as the bernoulli mask), each
   held to the matrix in turn: the rehearsal takes the target's path, and counts the op as a composite;
 - otherwise (real MPS runs ``_lstm_mps``, which the stand-in cannot reach) it stops with an error that names
   the real device's path and says it is a limit of the rehearsal.

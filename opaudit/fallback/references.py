@@ -161,6 +161,27 @@ def _record_stream(self: Tensor, s: Any) -> None:
     return None
 
 
+# -- ops of one device's path, run as another device's generic path (paths.py: a target of another kind) -------
+
+def _native_dropout_as_bernoulli(input: Tensor, p: float, train: bool | None) -> tuple[Tensor, Tensor]:
+    """native_dropout as Dropout.cpp's _dropout_impl does it where the fused kernel is not taken (CPU, MPS):
+    a bernoulli_ mask scaled by 1/(1-p), the same draws from the generator as that path makes."""
+    if not train or p == 0:
+        return aten.clone(input), aten.ones_like(input, dtype=torch.bool)
+    if p == 1:
+        return aten.zeros_like(input), aten.zeros_like(input, dtype=torch.bool)
+    noise = aten.empty_like(input)
+    aten.bernoulli_.float(noise, 1 - p)
+    aten.div_.Scalar(noise, 1 - p)
+    return aten.mul.Tensor(input, noise), aten._to_copy(noise, dtype=torch.bool)
+
+
+# op -> how the device-independent path of its composite computes it, where that is not its decomposition
+AS_GENERIC_PATH: dict[str, Callable[..., Any]] = {
+    "native_dropout": _native_dropout_as_bernoulli,
+}
+
+
 REFERENCES: dict[str, Callable[..., Any]] = {
     "_thnn_fused_lstm_cell": _thnn_fused_lstm_cell,
     "_thnn_fused_lstm_cell_backward_impl": _thnn_fused_lstm_cell_backward_impl,

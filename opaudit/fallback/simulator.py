@@ -36,7 +36,7 @@ from opaudit.errors import InputError
 from opaudit.fallback.choose import Chooser, decomposing, decomposition, op_name, run_decomposition
 from opaudit.fallback.live import run_fallback
 from opaudit.fallback.paths import detours, limit
-from opaudit.fallback.references import RehearsalLimit, cpu_impl, limit_message
+from opaudit.fallback.references import AS_GENERIC_PATH, RehearsalLimit, cpu_impl, limit_message
 from opaudit.fallback.roundtrip import _arg, signature
 from opaudit.fallback.stats import OpStat, Stats, user_line
 
@@ -338,7 +338,7 @@ class Simulator:
         """An op of the stand-in's path that the target's path never runs: run as its decomposition into the
         target's (generic) path, or stop where the stand-in cannot take the real device's path."""
         detour = self._detours[plan.op]
-        fn = decomposition(func) if detour.runs else None
+        fn = (AS_GENERIC_PATH.get(plan.op) or decomposition(func)) if detour.runs else None
         if fn is None:
             self.stats.errors.append(f"aten::{plan.op}: the stand-in cannot take {self.target}'s path "
                                      f"'{detour.target.name}' (a limit of the rehearsal)")
@@ -348,7 +348,7 @@ class Simulator:
         s.calls += 1
         t0 = time.perf_counter()
         try:
-            return run_decomposition(func, args, kwargs)
+            return fn(*args, **kwargs) if plan.op in AS_GENERIC_PATH else run_decomposition(func, args, kwargs)
         finally:
             s.seconds += time.perf_counter() - t0
 

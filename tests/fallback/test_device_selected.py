@@ -103,6 +103,9 @@ def test_the_versions_of_a_path_decide_for_older_pytorch_lines():
     ran = _run("musa@1.3.0")["lstm"]["ops"]
     assert ran["_thnn_fused_lstm_cell"][:2] == ["decomposition", "composite"]
     assert {"sigmoid", "tanh", "mul.Tensor"} <= set(ran)
+    mps_dropout = _run("mps")["dropout"]["ops"]  # MPS takes the bernoulli mask, with the same draws
+    assert mps_dropout["native_dropout"][:2] == ["decomposition", "composite"]
+    assert {"bernoulli_.float", "div_.Scalar", "mul.Tensor"} <= set(mps_dropout)
     new = load_matrix("musa@2.1.0")  # PyTorch 2.5: the fused branch, and musa 2.1.0 lacks the GRU cell
     assert new.resolve("gru.input").status == "missing" and new.resolve("gru.input").via == "_thnn_fused_gru_cell"
     assert new.resolve("lstm.input").via == "fused LSTM cells"

@@ -196,3 +196,19 @@ def test_an_op_nothing_can_run_is_named_as_a_limit_of_the_rehearsal():
     assert "aten::batch_norm_stats cannot be rehearsed" in stderr
     assert "limit of the CPU rehearsal, not of ascend" in stderr and "SyncBatchNorm" in stderr
     assert "--cpu OP" not in stderr and "Traceback" not in stderr and "Facebook" not in stderr
+
+
+def test_native_dropout_as_the_bernoulli_path_draws_what_the_cpu_draws():
+    """On a target whose dropout is the bernoulli mask (MPS), the stand-in's native_dropout runs as that path:
+    the same output as the CPU's dropout from the same generator state, and the mask of the kept elements."""
+    from opaudit.fallback.references import AS_GENERIC_PATH
+
+    x = torch.randn(64, 33)
+    torch.manual_seed(7)
+    expected = torch.nn.functional.dropout(x, 0.3, training=True)
+    torch.manual_seed(7)
+    out, mask = AS_GENERIC_PATH["native_dropout"](x, 0.3, True)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    assert mask.dtype == torch.bool and torch.equal(mask, expected != 0)
+    same, keep = AS_GENERIC_PATH["native_dropout"](x, 0.3, False)
+    assert torch.equal(same, x) and bool(keep.all())
