@@ -10,6 +10,7 @@ import json
 from functools import cache
 
 import pytest
+import torch
 from helpers import FIXTURES, run_cli
 
 from opaudit.matrix import load_matrix
@@ -110,3 +111,29 @@ def test_the_versions_of_a_path_decide_for_older_pytorch_lines():
     assert new.resolve("gru.input").status == "missing" and new.resolve("gru.input").via == "_thnn_fused_gru_cell"
     assert new.resolve("lstm.input").via == "fused LSTM cells"
     assert load_matrix("mps").resolve("lstm.input").via == "MPS LSTM"
+
+
+class _Packed(torch.nn.Module):
+    """A recurrent model of each kind, on a padded batch and on a packed one."""
+
+    def __init__(self, cls, **kw):
+        super().__init__()
+        self.rnn = cls(4, 6, **kw)
+
+    def forward(self, x):
+        out, _ = self.rnn(x)
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x, [3, 2], enforce_sorted=True)
+        return out.sum() + self.rnn(packed)[0].data.sum()
+
+
+@pytest.mark.parametrize("cls,kw,name", [(torch.nn.LSTM, {}, "lstm"), (torch.nn.GRU, {}, "gru"),
+                                          (torch.nn.RNN, {"nonlinearity": "tanh"}, "rnn_tanh"),
+                                          (torch.nn.RNN, {"nonlinearity": "relu"}, "rnn_relu")])
+def test_rnn_choices_are_recorded_with_their_overload(cls, kw, name):
+    """A padded batch calls the .input overload, a packed one .data (whose hx is argument 2 for GRU and RNN,
+    argument 1 being the batch sizes): the audit resolves the overload the model called."""
+    import opaudit
+
+    trace = opaudit.trace(_Packed(cls, **kw), torch.randn(3, 2, 4))
+    choices = {r.op for r in trace.records if r.kind == "choice"}
+    assert choices == {f"aten::{name}.input", f"aten::{name}.data"}, choices
