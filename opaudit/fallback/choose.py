@@ -4,7 +4,8 @@ Decompositions come from PyTorch's own tables, first that has the op:
 
 1. ``torch._decomp.core_aten_decompositions()`` (into the core ATen opset);
 2. ``torch._decomp.decomposition_table`` (all registered decompositions, some into ``prims::``);
-3. ``OpOverload.decompose()`` for ops with a CompositeImplicitAutograd kernel.
+3. opaudit's references for ops the CPU has no kernel for (references.py: the fused RNN cells, ...);
+4. ``OpOverload.decompose()`` for ops with a CompositeImplicitAutograd kernel.
 
 A forward op and the backward op its derivative formula calls (derivatives.yaml) take the same way or
 neither is decomposed: the backward of ``_scaled_dot_product_flash_attention_for_cpu`` reads the
@@ -69,6 +70,11 @@ def decomposition(op: torch._ops.OpOverload) -> Callable[..., Any] | None:
     if op in core:
         return core[op]
     fn = table.get(op)
+    if fn is not None:
+        return fn
+    from opaudit.fallback.references import reference
+
+    fn = reference(op)  # ops without a CPU kernel: opaudit's reference, written in aten ops
     if fn is not None:
         return fn
     try:

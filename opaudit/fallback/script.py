@@ -45,6 +45,7 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     ``imports`` are imported first (the plugin that registers the device, where it is not the target's
     own package)."""
     from opaudit.fallback.live import FallbackFailed, install
+    from opaudit.fallback.references import RehearsalLimit
     from opaudit.fallback.simulator import SimulatedMissing, Simulator
     from opaudit.trace.script import _argv_and_path, locate, run_main
 
@@ -88,9 +89,19 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     if isinstance(failure, SimulatedMissing):
         msg = f"{shown} stopped on {target} (--strict): {str(failure).split(' This could be')[0]}"
         hint = _hint(failure)
+    elif isinstance(failure, RehearsalLimit) or isinstance(failure.__cause__, RehearsalLimit):
+        cause = failure if isinstance(failure, RehearsalLimit) else failure.__cause__
+        msg = f"{shown} stopped on {target}: {cause}"
+        hint = ("coverage_db/curated/device_selected.toml says which path each device kind and PyTorch line takes"
+                if "stand-in cannot take" in msg else
+                "coverage_db/curated/no_cpu_kernel.toml lists the ops the rehearsal cannot run, and why")
     elif isinstance(failure, FallbackFailed) or isinstance(failure.__cause__, FallbackFailed):
         cause = failure if isinstance(failure, FallbackFailed) else failure.__cause__
-        msg, hint = str(cause), "send the op to the CPU (--cpu OP) or forbid its fallback (--forbid OP)"
+        msg = str(cause)
+        if "(cpu)" in msg and "from the 'CPU' backend" in msg:  # the CPU round trip itself failed: no CPU kernel
+            hint = "the CPU has no kernel for this op, so --cpu cannot run it either; forbid its fallback (--forbid OP)"
+        else:
+            hint = "send the op to the CPU (--cpu OP) or forbid its fallback (--forbid OP)"
     elif isinstance(failure, SystemExit):
         msg, hint = f"{shown} exited with status {failure.code!r} under {target}", None
     else:

@@ -33,8 +33,10 @@ from typing import Any
 import torch
 
 from opaudit.errors import InputError
-from opaudit.fallback.choose import Chooser, decomposing, op_name
+from opaudit.fallback.choose import Chooser, decomposing, decomposition, op_name, run_decomposition
 from opaudit.fallback.live import run_fallback
+from opaudit.fallback.paths import detours, limit
+from opaudit.fallback.references import AS_GENERIC_PATH, RehearsalLimit, cpu_impl, limit_message
 from opaudit.fallback.roundtrip import _arg, signature
 from opaudit.fallback.stats import OpStat, Stats, user_line
 from opaudit.matrix.registrations import read as read_registration
@@ -168,8 +170,9 @@ class _Call:
         sig = signature(func)
         self.writes = sig.writes
         self.returns = sig.returns
-        # nothing written, every result new: the common case, run by run_plain
-        self.plain = not sig.writes and all(r is None or r[0] != "write" for r in sig.returns)
+        # nothing written, every result new, and a CPU kernel to run: the common case, run by run_plain
+        self.plain = (not sig.writes and all(r is None or r[0] != "write" for r in sig.returns)
+                      and cpu_impl(func) is func)
 
 
 _calls: dict[int, _Call] = {}  # id(OpOverload) -> _Call (OpOverloads live as long as the process; their
@@ -264,7 +267,10 @@ def run_native(func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
     if call.plain:
         return run_plain(func, call, args, kwargs, False)
     index = _index(args, kwargs)
-    out = func(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
+    fn = cpu_impl(func)  # the op itself, or a reference where the CPU has no kernel for it (references.py)
+    if fn is None:
+        raise RehearsalLimit(_limit(func))
+    out = fn(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
     sig = signature(func)
     for pos, name in sig.writes:
         _refresh(_arg(args, kwargs, pos, name))
@@ -278,6 +284,20 @@ def run_native(func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
         for ret, r in zip(sig.returns, out if len(sig.returns) > 1 else (out,), strict=True)
     ]
     return tuple(results) if len(sig.returns) > 1 else results[0]
+
+
+def _limit(func: Any) -> str:
+    """The error of an op that nothing in the rehearsal can run (references.limit_message)."""
+    name = op_name(func)
+    sim = _active
+    if sim is None:
+        return limit_message(name, "the target", "the simulated device runs it")
+    support = sim.matrix.resolve(name)
+    where = {"native": f"{sim.target} registers it natively", "cpu_fallback": f"{sim.target} runs it on the CPU",
+             "missing": f"{sim.target} lacks it and its fallback runs it on the CPU"}.get(
+        support.status, f"{sim.target} runs it ({support.status})")
+    sim.stats.errors.append(f"aten::{name}: no CPU kernel and no reference (a limit of the rehearsal)")
+    return limit_message(name, sim.target, where)
 
 
 def _backend_kernel(op: Any, *args: Any, **kwargs: Any) -> Any:
@@ -302,7 +322,7 @@ def _host(t: torch.Tensor) -> torch.Tensor:
 
 # -- the policy -----------------------------------------------------------------------------------------
 
-_NATIVE, _VENDOR_CPU, _MISSING = 0, 1, 2
+_NATIVE, _VENDOR_CPU, _MISSING, _DETOUR = 0, 1, 2, 3
 
 
 @dataclass
@@ -372,6 +392,7 @@ class Simulator:
         self.stats = Stats(self.target, self.name, "simulated")
         self.chooser = Chooser(self._has, force_cpu=force_cpu, forbid=forbid, has_base=self._has_base)
         self._plans: dict[int, _Plan] = {}  # id(OpOverload) -> its plan (as _calls)
+        self._detours = detours(self.matrix)  # ops of the stand-in's path that the target's path never runs
         self._warned: set[str] = set()
         self._undo: list[Any] = []
 
@@ -386,6 +407,11 @@ class Simulator:
         name = op_name(func)
         if func.namespace != "aten":
             name = f"{func.namespace}::{name.split('::')[-1]}"
+        detour = self._detours.get(name)
+        if detour is not None:  # the target takes another device-selected path here (paths.py)
+            stat = self.stats.op(name, "decomposition", detour.why, "composite") if detour.runs else None
+            plan = self._plans[id(func)] = _Plan(_DETOUR, name, "composite", detour.why, stat)
+            return plan
         if func.namespace in ("prims", "profiler", "_c10d_functional", "c10d"):
             support_status, note = "native", ""
         else:
@@ -428,7 +454,27 @@ class Simulator:
             return run_native(func, args, kwargs)
         if plan.kind == _VENDOR_CPU:
             return self._vendor_cpu(func, plan, args, kwargs)
+        if plan.kind == _DETOUR:
+            return self._detour(func, plan, args, kwargs)
         return self._missing(func, plan, args, kwargs)
+
+    def _detour(self, func: Any, plan: _Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """An op of the stand-in's path that the target's path never runs: run as its decomposition into the
+        target's (generic) path, or stop where the stand-in cannot take the real device's path."""
+        detour = self._detours[plan.op]
+        fn = (AS_GENERIC_PATH.get(plan.op) or decomposition(func)) if detour.runs else None
+        if fn is None:
+            self.stats.errors.append(f"aten::{plan.op}: the stand-in cannot take {self.target}'s path "
+                                     f"'{detour.target.name}' (a limit of the rehearsal)")
+            raise RehearsalLimit(limit(detour, self.target))
+        s = plan.stat
+        assert s is not None
+        s.calls += 1
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs) if plan.op in AS_GENERIC_PATH else run_decomposition(func, args, kwargs)
+        finally:
+            s.seconds += time.perf_counter() - t0
 
     def _vendor_cpu(self, func: Any, plan: _Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
         s = plan.stat
@@ -466,7 +512,7 @@ class Simulator:
                                    + (f"; called at {line}" if line else "") + "]")
         return run_fallback(func, path, s, self.stats, self.target, args, kwargs,
                             lambda: _round_trip(func, s, args, kwargs), check=self.check_numerics, host=_host,
-                            passthrough=(SimulatedMissing,))
+                            passthrough=(SimulatedMissing, RehearsalLimit))
 
     # -- lifetime -------------------------------------------------------------------------------------
     def __enter__(self) -> Simulator:

@@ -61,6 +61,39 @@ class ChoicePath:
     ops: tuple[str, ...]
     forced: bool
     generic: bool
+    versions: str = ""  # the PyTorch versions that take it (">=2.3"); "" for all
+    condition: str = ""  # the test PyTorch's source makes
+    source: str = ""  # where in pytorch/pytorch
+
+    def applies(self, key: str, torch_version: str | None) -> bool:
+        """Whether a device of dispatch key ``key`` on PyTorch ``torch_version`` can take this path."""
+        return ("*" in self.when or key in self.when) and holds(self.versions, torch_version)
+
+
+def _version_tuple(v: str) -> tuple[int, ...] | None:
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", v.strip())
+    return tuple(int(x or 0) for x in m.groups()) if m else None
+
+
+def holds(spec: str, version: str | None) -> bool:
+    """Whether ``version`` ("2.2.0") meets ``spec`` (">=2.3", ">=2.0,<2.5", "" for any); an unknown
+    version meets every spec."""
+    if not spec or not version:
+        return True
+    v = _version_tuple(version)
+    if v is None:
+        return True
+    for bound in spec.split(","):
+        m = re.match(r"\s*(>=|<=|==|<|>)\s*(\S+)", bound)
+        if m is None:
+            raise ValueError(f"device_selected.toml: bad version bound {bound!r}")
+        b = _version_tuple(m.group(2))
+        assert b is not None, bound
+        n = max(len(v), len(b))
+        a, c = v + (0,) * (n - len(v)), b + (0,) * (n - len(b))
+        if not {">=": a >= c, "<=": a <= c, "==": a == c, "<": a < c, ">": a > c}[m.group(1)]:
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -78,7 +111,8 @@ def choice_rules() -> dict[str, ChoiceRule]:
         rule = ChoiceRule(
             c["op"],
             tuple(ChoicePath(p["name"], tuple(p["when"]), tuple(p["ops"]), bool(p.get("forced")),
-                             bool(p.get("generic"))) for p in c.get("path", [])),
+                             bool(p.get("generic")), p.get("versions", ""), p.get("condition", ""),
+                             p.get("source", "")) for p in c.get("path", [])),
             tuple(c.get("cpu_kernels", [])),
         )
         rules[c["op"].removeprefix("aten::")] = rule
@@ -335,7 +369,7 @@ class Matrix:
         prefix = f"the CPU's pick for {choice}; " if is_cpu_pick else ""
         key = r.dispatch_key
         for path in rule.paths:
-            if "*" not in path.when and key not in path.when:
+            if not path.applies(key, r.torch):
                 continue
             ops = [self._choice_op(o, name, choice, is_cpu_pick) for o in path.ops]
             if tops is not None:
