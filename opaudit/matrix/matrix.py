@@ -132,7 +132,8 @@ class Matrix:
         found = [c for key in dict.fromkeys(("*", name, name.split(".")[0])) for c in self._caveat_index.get(key, ())]
         if not found or not dtypes:
             return found
-        used = {d.removesuffix("[]") for dt in dtypes for d in dt.split("|")}
+        # "bfloat16|float32[]": a list's dtypes; "float32->bfloat16": a cast, from and to
+        used = {d.removesuffix("[]") for dt in dtypes for d in dt.replace("->", "|").split("|")}
         return [c for c in found if used.intersection(c.dtypes)]
 
     # -- the rules --------------------------------------------------------------------------------------

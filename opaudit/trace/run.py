@@ -27,7 +27,7 @@ def build_trace(rec: Recording, *, mode: str, mode_reason: str, train: bool, ste
                 amp: dict | None = None, optimizer: str | None = None, source: dict | None = None,
                 optimizer_steps: int = 0,
                 status: str = "complete", error: str | None = None, warnings: list[str] | None = None,
-                device: str | None = None) -> Trace:
+                device: str | None = None, simulated: dict | None = None) -> Trace:
     records, modules, sources = rec.records()
     seen = {r.phase for r in records}
     meta = TraceMeta(
@@ -53,6 +53,7 @@ def build_trace(rec: Recording, *, mode: str, mode_reason: str, train: bool, ste
         unattributed_backward_calls=rec.unattributed,
         scalar_guesses=dict(rec.oracle.guesses) if rec.oracle is not None else {},
         warnings=list(warnings or []),
+        simulated=simulated,
     )
     return Trace(meta=meta, records=records, modules=modules, sources=sources)
 
@@ -67,10 +68,16 @@ class Recorder:
 
     def __init__(self, *, root: nn.Module | None = None, shapes: bool = False, max_ops: int | None = None,
                  timeout: float | None = None, progress: Callable[[int], None] | None = None,
-                 source: dict | None = None, mode: str = "real"):
-        self.recording = Recording(root=root, shapes=shapes, max_ops=max_ops, timeout=timeout, progress=progress)
+                 source: dict | None = None, mode: str = "real", device: str | None = None,
+                 simulated: dict | None = None):
+        """``device``: the device the code runs on, when it is not the CPU (``cuda`` simulated, a rehearsed
+        target's): the calls on host tensors are told apart (OpRecord.where)."""
+        self.recording = Recording(root=root, shapes=shapes, max_ops=max_ops, timeout=timeout, progress=progress,
+                                   split_host=device not in (None, "cpu"))
         self.source = source or {"kind": "api"}
         self.mode = mode
+        self.device = device
+        self.simulated = simulated
         self.status = "complete"
         self.error: str | None = None
         self._ctx: AbstractContextManager[Recording] | None = None
@@ -100,7 +107,8 @@ class Recorder:
         if self._trace is None:
             t = build_trace(self.recording, mode=self.mode, mode_reason="the code chose its own devices",
                             train=any(k[2] == "backward" for k in self.recording.counts),
-                            source=self.source, status=self.status, error=self.error)
+                            source=self.source, status=self.status, error=self.error, device=self.device,
+                            simulated=self.simulated)
             t.meta.warnings.extend(optimizer_warnings(t))
             self._trace = t
         return self._trace
