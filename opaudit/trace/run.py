@@ -17,6 +17,7 @@ import opaudit
 from opaudit.errors import OpauditError, UserCodeError, describe_exception, user_frames
 from opaudit.trace.attribution import source_locator
 from opaudit.trace.autocast import AMP_DTYPES, CudaAutocast
+from opaudit.trace.device import check_device, on_device, simulated_meta
 from opaudit.trace.modes import MODES, prepare
 from opaudit.trace.recorder import Recording, TraceStopped, recording
 from opaudit.trace.scalars import ScalarOracle, UserOracle
@@ -181,6 +182,7 @@ def trace(
     progress: Callable[[int], None] | None = None,
     on_mode: Callable[[str, str], None] | None = None,
     source: dict | None = None,
+    device: str = "cpu",
 ) -> Trace:
     """Run ``model`` on ``inputs`` under the recorder and return what it ran.
 
@@ -195,6 +197,13 @@ def trace(
     ``amp="fp16"|"bf16"`` runs the forward pass under CUDA's autocast policy (and a GradScaler for
     fp16 training).
 
+    ``device="cuda"`` runs the model on a simulated CUDA device (trace.device; once per process, which
+    then has PrivateUse1 taken: ``opaudit scan`` does it by default): built as given, then moved there as
+    a CUDA script moves it, so PyTorch's per-device choices are CUDA's, and the calls on tensors left on
+    the CPU are ``host`` records. In meta and fake modes the tensors are meta or fake whatever ``device``
+    says: CUDA's autocast policy and an accelerator's optimizer defaults are applied there as always, but
+    the code's own device branches see meta (the trace's warnings say so).
+
     >>> t = opaudit.trace(resnet50(), torch.randn(2, 3, 64, 64), train=True)  # doctest: +SKIP
     >>> t.to_pandas().groupby("phase").calls.sum()                                           # doctest: +SKIP
     """
@@ -204,6 +213,15 @@ def trace(
         raise OpauditError("steps must be at least 1 when training")
     if mode not in MODES:
         raise OpauditError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    check_device(device)
+    with on_device(device if mode in ("auto", "real") else "cpu") as sim:
+        return _trace(model, inputs, train=train, mode=mode, steps=steps, loss_fn=loss_fn, optimizer=optimizer,
+                      amp=amp, shapes=shapes, scalar_oracle=scalar_oracle, progress=progress, on_mode=on_mode,
+                      source=source, device=device, sim=sim)
+
+
+def _trace(model, inputs, *, train: bool, mode: str, steps: int, loss_fn, optimizer, amp: str | None, shapes: bool,
+           scalar_oracle: UserOracle | None, progress, on_mode, source: dict | None, device: str, sim) -> Trace:
     try:
         prepared = prepare(model, inputs, mode, train)
     except OpauditError:
@@ -214,16 +232,32 @@ def trace(
                             hint=_BUILD_HINT if mode in ("meta", "auto") else None) from None
     if on_mode is not None:
         on_mode(prepared.mode, prepared.reason)
+    warnings: list[str] = []
+    simulated = None
+    if sim is not None and prepared.mode == "real":
+        try:  # as a CUDA script does: model.to("cuda"), and its inputs
+            _to_device(prepared, torch.device(sim.name))
+        except Exception as e:
+            raise UserCodeError(f"moving the model or its inputs to the simulated cuda device failed: "
+                                f"{describe_exception(e)}", details=user_frames(e),
+                                hint="trace the CPU path with --device cpu") from None
+        simulated = simulated_meta(sim)
+    elif device == "cuda":
+        warnings.append(f"traced on {prepared.mode} tensors, not on a simulated cuda device: CUDA's autocast policy "
+                        "and optimizer defaults are applied, but the model's own device checks (x.is_cuda, "
+                        "torch.cuda.is_available()) saw the tensors' device")
 
     oracle = ScalarOracle(source_locator(), scalar_oracle) if prepared.mode in ("meta", "fake") else None
-    rec = Recording(root=prepared.model, shapes=shapes, scalar_oracle=oracle, progress=progress)
+    rec = Recording(root=prepared.model, shapes=shapes, scalar_oracle=oracle, progress=progress,
+                    split_host=prepared.device != "cpu")
     amp_dtype = AMP_DTYPES.get(amp) if amp else None
-    autocast = CudaAutocast(amp_dtype) if amp_dtype is not None else None
+    # on the simulated device, autocast is the device's own (the simulation applies CUDA's policy on it)
+    autocast = CudaAutocast(amp_dtype) if amp_dtype is not None and simulated is None else None
     use_scaler = train and amp == "fp16"
-    warnings: list[str] = []
     amp_meta = None
-    if autocast is not None:
+    if amp_dtype is not None:
         amp_meta = {"dtype": str(amp_dtype).removeprefix("torch."), "policy": "cuda", "grad_scaler": use_scaler}
+    if autocast is not None:
         if autocast.policy.unknown:
             warnings.append("autocast: ops on this torch's AutocastCUDA key with no policy in opaudit's data "
                             f"(traced without a cast): {', '.join(autocast.policy.unknown)}")
@@ -234,14 +268,20 @@ def trace(
     stage = "setup"
     m, x = prepared.model, prepared.inputs
     common: dict[str, Any] = dict(mode=prepared.mode, mode_reason=prepared.reason, train=train, amp=amp_meta,
-                                  source=source, optimizer_steps=optimizer_steps, device=prepared.device)
+                                  source=source, optimizer_steps=optimizer_steps,
+                                  device="cuda" if simulated else prepared.device, simulated=simulated)
 
     @contextmanager
     def region():
         # the forward pass and the loss: under autocast if asked, and on meta, with meta as the
         # default device, so that tensors the model or the loss create (labels, masks) land there too
-        with torch.device("meta") if prepared.mode == "meta" else nullcontext():
-            if autocast is None:
+        # (on the simulated device likewise: the convention's get_loss makes its labels without a device)
+        default = "meta" if prepared.mode == "meta" else sim.name if simulated is not None else None
+        with torch.device(default) if default is not None else nullcontext():
+            if amp_dtype is not None and simulated is not None:
+                with _sim_amp_region(sim.name, rec, amp_dtype):
+                    yield
+            elif autocast is None:
                 yield
             else:
                 with _amp_region(autocast, rec, amp_dtype):
@@ -317,6 +357,21 @@ def _amp_region(autocast: CudaAutocast, rec: Recording, low: torch.dtype) -> Ite
             yield
     finally:
         rec.amp_low = None
+
+
+@contextmanager
+def _sim_amp_region(name: str, rec: Recording, low: torch.dtype) -> Iterator[None]:
+    rec.amp_low = low
+    try:
+        with torch.autocast(name, dtype=low):
+            yield
+    finally:
+        rec.amp_low = None
+
+
+def _to_device(prepared: Any, device: torch.device) -> None:
+    prepared.model.to(device)
+    prepared.inputs = pytree.tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, prepared.inputs)
 
 
 def _grad_scaler(device: str):
