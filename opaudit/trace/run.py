@@ -18,7 +18,7 @@ from opaudit.errors import OpauditError, UserCodeError, describe_exception, user
 from opaudit.trace.attribution import source_locator
 from opaudit.trace.autocast import AMP_DTYPES, CudaAutocast
 from opaudit.trace.device import check_device, on_device, simulated_meta
-from opaudit.trace.modes import MODES, prepare
+from opaudit.trace.modes import MODES, prepare, twin
 from opaudit.trace.recorder import Recording, TraceStopped, recording
 from opaudit.trace.scalars import ScalarOracle, UserOracle
 from opaudit.trace.schema import PHASES, Trace, TraceMeta
@@ -235,8 +235,8 @@ def _trace(model, inputs, *, train: bool, mode: str, steps: int, loss_fn, optimi
     warnings: list[str] = []
     simulated = None
     if sim is not None and prepared.mode == "real":
-        try:  # as a CUDA script does: model.to("cuda"), and its inputs
-            _to_device(prepared, torch.device(sim.name))
+        try:  # as a CUDA script does: model.to("cuda"), and its inputs (a model the caller gave: a copy)
+            _to_device(prepared, torch.device(sim.name), copy=isinstance(model, nn.Module))
         except Exception as e:
             raise UserCodeError(f"moving the model or its inputs to the simulated cuda device failed: "
                                 f"{describe_exception(e)}", details=user_frames(e),
@@ -369,8 +369,11 @@ def _sim_amp_region(name: str, rec: Recording, low: torch.dtype) -> Iterator[Non
         rec.amp_low = None
 
 
-def _to_device(prepared: Any, device: torch.device) -> None:
-    prepared.model.to(device)
+def _to_device(prepared: Any, device: torch.device, copy: bool) -> None:
+    if copy:
+        prepared.model = twin(prepared.model, lambda t: t.to(device))
+    else:
+        prepared.model.to(device)
     prepared.inputs = pytree.tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, prepared.inputs)
 
 
