@@ -214,29 +214,38 @@ def trace(
     if mode not in MODES:
         raise OpauditError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     check_device(device)
+    kw: dict[str, Any] = dict(train=train, steps=steps, loss_fn=loss_fn, optimizer=optimizer, amp=amp, shapes=shapes,
+                              scalar_oracle=scalar_oracle, progress=progress, on_mode=on_mode, source=source,
+                              device=device, given=isinstance(model, nn.Module))
     with on_device(device if mode in ("auto", "real") else "cpu") as sim:
-        return _trace(model, inputs, train=train, mode=mode, steps=steps, loss_fn=loss_fn, optimizer=optimizer,
-                      amp=amp, shapes=shapes, scalar_oracle=scalar_oracle, progress=progress, on_mode=on_mode,
-                      source=source, device=device, sim=sim)
+        prepared = _prepare(model, inputs, mode, train)
+        if sim is not None and prepared.mode == "real":
+            return _trace(prepared, sim=sim, **kw)
+    # meta or fake tensors: not on the simulated device, whose mapping of device arguments would only cost time
+    return _trace(prepared, sim=None, **kw)
 
 
-def _trace(model, inputs, *, train: bool, mode: str, steps: int, loss_fn, optimizer, amp: str | None, shapes: bool,
-           scalar_oracle: UserOracle | None, progress, on_mode, source: dict | None, device: str, sim) -> Trace:
+def _prepare(model: Any, inputs: Any, mode: str, train: bool) -> Any:
     try:
-        prepared = prepare(model, inputs, mode, train)
+        return prepare(model, inputs, mode, train)
     except OpauditError:
         raise
     except Exception as e:
         raise UserCodeError(f"building the model or its inputs failed: {describe_exception(e)}",
                             details=user_frames(e),
                             hint=_BUILD_HINT if mode in ("meta", "auto") else None) from None
+
+
+def _trace(prepared: Any, *, train: bool, steps: int, loss_fn, optimizer, amp: str | None, shapes: bool,
+           scalar_oracle: UserOracle | None, progress, on_mode, source: dict | None, device: str, given: bool,
+           sim) -> Trace:
     if on_mode is not None:
         on_mode(prepared.mode, prepared.reason)
     warnings: list[str] = []
     simulated = None
     if sim is not None and prepared.mode == "real":
         try:  # as a CUDA script does: model.to("cuda"), and its inputs (a model the caller gave: a copy)
-            _to_device(prepared, torch.device(sim.name), copy=isinstance(model, nn.Module))
+            _to_device(prepared, torch.device(sim.name), copy=given)
         except Exception as e:
             raise UserCodeError(f"moving the model or its inputs to the simulated cuda device failed: "
                                 f"{describe_exception(e)}", details=user_frames(e),
