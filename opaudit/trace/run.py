@@ -198,8 +198,8 @@ def trace(
     fp16 training).
 
     ``device="cuda"`` runs the model on a simulated CUDA device (trace.device; once per process, which
-    then has PrivateUse1 taken: ``opaudit scan`` does it by default): built as given, then moved there as
-    a CUDA script moves it, so PyTorch's per-device choices are CUDA's, and the calls on tensors left on
+    then has PrivateUse1 taken: ``opaudit scan`` does it by default): built on the CPU, then moved there
+    as a CUDA script moves it, so PyTorch's per-device choices are CUDA's, and the calls on tensors left on
     the CPU are ``host`` records. In meta and fake modes the tensors are meta or fake whatever ``device``
     says: CUDA's autocast policy and an accelerator's optimizer defaults are applied there as always, but
     the code's own device branches see meta (the trace's warnings say so).
@@ -217,11 +217,12 @@ def trace(
     kw: dict[str, Any] = dict(train=train, steps=steps, loss_fn=loss_fn, optimizer=optimizer, amp=amp, shapes=shapes,
                               scalar_oracle=scalar_oracle, progress=progress, on_mode=on_mode, source=source,
                               device=device, given=isinstance(model, nn.Module))
-    with on_device(device if mode in ("auto", "real") else "cpu") as sim:
-        prepared = _prepare(model, inputs, mode, train)
-        if sim is not None and prepared.mode == "real":
+    # the factories run on the CPU, as a CUDA script builds its model before model.to("cuda"); a model on meta
+    # or fake tensors is not on the simulated device, whose set-up and device mapping would only cost time
+    prepared = _prepare(model, inputs, mode, train)
+    if device == "cuda" and prepared.mode == "real":
+        with on_device(device) as sim:
             return _trace(prepared, sim=sim, **kw)
-    # meta or fake tensors: not on the simulated device, whose mapping of device arguments would only cost time
     return _trace(prepared, sim=None, **kw)
 
 
