@@ -71,7 +71,7 @@ def op_groups(trace: Trace) -> list[OpGroup]:
     """The trace's records grouped by (op, kind, phase, within), in phase order, most called first."""
     calls: Counter[tuple] = Counter()
     per: dict[tuple, dict[str, Counter[str]]] = {}
-    for r in trace.records:
+    for r in trace.device_records:  # host records run beside the device, on no target's kernels
         key = (r.op, r.kind, r.phase, r.within)
         calls[key] += r.calls
         c = per.setdefault(key, {"dtypes": Counter(), "modules": Counter(), "sources": Counter()})

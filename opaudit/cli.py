@@ -40,6 +40,15 @@ class Amp(str, Enum):
     bf16 = "bf16"
 
 
+class Device(str, Enum):
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+_DEVICE_HELP = ("The device the code runs on: cuda, simulated on the CPU (no GPU needed), so the code takes its "
+                "CUDA branches (autocast, fused optimizers); cpu traces the CPU path.")
+
+
 def _version(value: bool) -> None:
     if value:
         out.print(f"opaudit {opaudit.__version__}")
@@ -195,6 +204,8 @@ def scan(
     mode: Mode = typer.Option(Mode.auto, "--mode", help="Where tensors live while tracing: real CPU tensors, "
                               "meta (no memory), fake; auto picks real when the model fits comfortably."),
     amp: Amp | None = typer.Option(None, "--amp", help="Trace the forward pass under CUDA's autocast policy."),
+    device: Device = typer.Option(Device.cuda, "--device", help=_DEVICE_HELP + " Meta and fake modes trace on "
+                                  "their own tensors."),
     shapes: bool = typer.Option(False, "--shapes", help="Record input shapes too (more, finer records)."),
     json_path: Path | None = typer.Option(None, "--json", help="Write the trace as JSON to this path."),
     top: int | None = typer.Option(None, "--top", min=1, help="Show at most this many ops per phase."),
@@ -227,7 +238,7 @@ def scan(
             trace = opaudit.trace(
                 spec.make_model, spec.make_inputs, train=train, mode=mode.value, steps=steps,
                 loss_fn=spec.loss_fn, optimizer=spec.optimizer, amp=amp.value if amp else None,
-                shapes=shapes, progress=progress, on_mode=said, source=spec.source,
+                shapes=shapes, progress=progress, on_mode=said, source=spec.source, device=device.value,
             )
         _finish(trace, json_path, top, quiet, opts)
 
@@ -238,6 +249,7 @@ def trace(
     max_ops: int | None = typer.Option(None, "--max-ops", min=1, help="Stop after this many op calls."),
     timeout: float | None = typer.Option(None, "--timeout", min=0.001, help="Stop after this many seconds."),
     module: bool = typer.Option(False, "-m", help="The target is a module name, as with python -m."),
+    device: Device = typer.Option(Device.cuda, "--device", help=_DEVICE_HELP),
     shapes: bool = typer.Option(False, "--shapes", help="Record input shapes too."),
     json_path: Path | None = typer.Option(None, "--json", help="Write the trace as JSON to this path."),
     top: int | None = typer.Option(None, "--top", min=1, help="Show at most this many ops per phase."),
@@ -265,7 +277,7 @@ def trace(
             raise OpauditError("no script given", hint="opaudit trace -- train.py --its --own --args")
         with _progress() as progress:
             result = trace_script(args[0], args[1:], module=module, max_ops=max_ops, timeout=timeout,
-                                  shapes=shapes, progress=progress)
+                                  shapes=shapes, progress=progress, device=device.value)
         if result.meta.status == "stopped":
             err.print(f"{result.meta.error}; the trace holds what ran until then", style="yellow")
         _finish(result, json_path, top, quiet, opts)

@@ -177,19 +177,27 @@ def test_version_and_help():
     assert code == 0 and "scan" in out and "trace" in out and "report" in out
 
 
-def test_the_bundled_cuda_training_script_traces_on_a_cpu(tmp_path):
+def test_the_bundled_cuda_training_script_traces_its_cuda_path_on_a_cpu(tmp_path):
     out_json = tmp_path / "train.json"
     code, out, err = run_cli("trace", "-q", "--json", str(out_json), "--", "examples/train_cuda.py", "--epochs", "1",
                              "--steps-per-epoch", "2", "--batch-size", "4")
     assert code == 0, err
-    assert "epoch 0: loss" in out
+    assert "epoch 0: loss" in out and "peak memory" in out  # its `if use_cuda:` branches ran
     data = json.loads(out_json.read_text())
     meta = data["meta"]
     assert meta["status"] == "complete" and meta["phases"] == ["forward", "backward", "optimizer"]
-    assert meta["source"]["path"] == "examples/train_cuda.py"
-    # without CUDA the script steps AdamW on the CPU: the single-tensor loop, which the trace flags
-    assert any("single-tensor loop" in w for w in meta["warnings"])
-    ops = {r["op"] for r in data["records"]}
-    assert {"aten::convolution_backward.default", "aten::native_batch_norm_backward.default"} <= ops
+    assert meta["source"]["path"] == "examples/train_cuda.py" and meta["device"] == "cuda"
+    assert meta["warnings"] == []  # AdamW took CUDA's default, foreach
+    device = {r["op"] for r in data["records"] if r["where"] != "host"}
+    assert {"aten::convolution_backward.default", "aten::native_batch_norm_backward.default",
+            "aten::_amp_foreach_non_finite_check_and_unscale_.default", "aten::_foreach_lerp_.Scalar"} <= device
+    assert ["float32->float16"] in [r["dtypes"] for r in data["records"] if r["op"] == "aten::_to_copy.default"]
     choices = {r["op"] for r in data["records"] if r["kind"] == "choice"}
     assert choices == {"aten::batch_norm.default", "aten::dropout.default"}
+
+    code, out, err = run_cli("trace", "-q", "--device", "cpu", "--json", str(out_json), "--", "examples/train_cuda.py",
+                             "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4")
+    assert code == 0, err
+    meta = json.loads(out_json.read_text())["meta"]
+    # on the CPU the script steps AdamW on the CPU: the single-tensor loop, which the trace flags
+    assert meta["device"] == "cpu" and any("single-tensor loop" in w for w in meta["warnings"])

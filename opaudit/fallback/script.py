@@ -71,7 +71,10 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     if record:
         from opaudit.trace.run import Recorder
 
-        rec = Recorder(source={"kind": "script", "path": shown, "argv": argv, "module": module})
+        sim = ctx if simulate is not None else None  # a rehearsal's trace tells the host's calls apart
+        rec = Recorder(source={"kind": "script", "path": shown, "argv": argv, "module": module},
+                       device=sim.device_type if sim is not None else None,
+                       simulated={"target": sim.target, "name": sim.name} if sim is not None else None)
     failure: BaseException | None = None
     try:
         with _argv_and_path([shown, *argv], path0), ctx, rec or nullcontext():

@@ -69,8 +69,11 @@ class Recording:
         max_ops: int | None = None,
         timeout: float | None = None,
         progress: Callable[[int], None] | None = None,
+        split_host: bool = False,
     ):
         self.counts: dict[tuple, int] = {}
+        # tracing on a device other than the CPU (simulated cuda, meta): tell the ops on host tensors apart
+        self.split_host = split_host
         self.seq: dict[int, tuple] = {}
         self.modules = ModuleStack(root)
         self.locator = source_locator()
@@ -114,8 +117,11 @@ class Recording:
             within = self.within
             if phase == "forward" and _grad_enabled():
                 self.seq.setdefault(_next_sequence_nr() - 1, (module, loc, within))
-        key = (name, kind, phase, _signature(args, kwargs), module, loc, within,
-               _shapes(args, kwargs) if self.shapes else None)
+        sig = _signature(args, kwargs)
+        if name in _CASTS:
+            sig = _cast_signature(name, sig, args, kwargs)
+        key = (name, kind, phase, sig, module, loc, within, _shapes(args, kwargs) if self.shapes else None,
+               _placement(args, kwargs) if self.split_host else DEVICE)
         counts = self.counts
         counts[key] = counts.get(key, 0) + 1
 
@@ -153,7 +159,8 @@ class Recording:
             dtypes = _signature(args, kwargs)
             if self.amp_low is not None:
                 dtypes = policy_dtypes(name, dtypes, self.amp_low)
-            key = (name, "choice", phase, dtypes, module, loc, None, _shapes(args, kwargs) if self.shapes else None)
+            key = (name, "choice", phase, dtypes, module, loc, None, _shapes(args, kwargs) if self.shapes else None,
+                   _placement(args, kwargs) if self.split_host else DEVICE)
             self.counts[key] = self.counts.get(key, 0) + 1
         return result
 
@@ -236,8 +243,8 @@ class Recording:
         locations: dict[tuple, str] = {}
         sources: dict[str, str] = {}
         used_modules: set[str] = set()
-        out = []
-        for (name, kind, phase, dtypes, module, loc, within, shapes), calls in self.counts.items():
+        merged: dict[tuple, int] = {}
+        for (name, kind, phase, dtypes, module, loc, within, shapes, where), calls in self.counts.items():
             src = None
             if loc is not None:
                 src = locations.get(loc)
@@ -250,8 +257,14 @@ class Recording:
             if module is not None:
                 used_modules.add(module)
             names = tuple(d if isinstance(d, str) else _DTYPE[d] for d in dtypes)
-            out.append(OpRecord(name, kind, phase, names, module, src, within, calls, shapes))
-        out.sort(key=lambda r: (_PHASE_ORDER.get(r.phase, 9), r.op, -r.calls, r.module or "", r.source or ""))
+            # one record per distinct row: two bytecode offsets of one line, or a dtype object and its name
+            # (the choice's autocast policy answers names), are one key here
+            key = (name, kind, phase, names, module, src, within, shapes, where)
+            merged[key] = merged.get(key, 0) + calls
+        out = [OpRecord(name, kind, phase, names, module, src, within, calls, shapes, where)
+               for (name, kind, phase, names, module, src, within, shapes, where), calls in merged.items()]
+        out.sort(key=lambda r: (_PHASE_ORDER.get(r.phase, 9), r.op, -r.calls, r.module or "", r.source or "", r.where,
+                               r.dtypes))
         types = {**self.modules.types, **self.optimizer_types}
         modules: dict[str, str] = {}
         for path in used_modules:  # each used module and its ancestors, for a tree view
@@ -282,6 +295,61 @@ def _signature(args, kwargs) -> tuple:
             if isinstance(a, Tensor):
                 sig.append(a.dtype)
     return tuple(sig)
+
+
+DEVICE, HOST, MIXED = "device", "host", "mixed"
+
+
+def _placement(args, kwargs) -> str:
+    """Where a call's tensors live, when tracing on a device other than the CPU: ``device``, ``host`` (every
+    tensor on the CPU, and no device argument naming another: what runs on the host as it would beside a
+    GPU) or ``mixed`` (both: 0-dim host scalars beside device tensors, copies between host and device,
+    CPU index tensors). A factory without a device argument creates on the CPU, the default device."""
+    device = host = False
+    for a in args:
+        if isinstance(a, Tensor):
+            if a.is_cpu:
+                host = True
+            else:
+                device = True
+        elif (a.__class__ is list or a.__class__ is tuple) and a and (isinstance(a[0], Tensor) or a[0] is None):
+            for t in a:
+                if isinstance(t, Tensor):
+                    if t.is_cpu:
+                        host = True
+                    else:
+                        device = True
+    if kwargs:
+        for k, a in kwargs.items():
+            if isinstance(a, Tensor):
+                if a.is_cpu:
+                    host = True
+                else:
+                    device = True
+            elif k == "device" and a is not None:
+                if torch.device(a).type == "cpu":
+                    host = True
+                else:
+                    device = True
+    if device:
+        return MIXED if host else DEVICE
+    return HOST
+
+
+# casts, as a backend receives them (``to`` and the autocast casts are CompositeImplicitAutograd and come down
+# as ``_to_copy``): their output dtype is not among their arguments', so it goes on the cast tensor's entry
+# (``float32->bfloat16``)
+_CASTS = frozenset({"aten::_to_copy.default", "aten::view.dtype"})
+
+
+def _cast_signature(name: str, sig: tuple, args, kwargs) -> tuple:
+    if not sig or not args or not isinstance(args[0], Tensor):
+        return sig
+    src = args[0].dtype
+    out = (args[1] if len(args) > 1 else kwargs.get("dtype")) if name == "aten::view.dtype" else kwargs.get("dtype")
+    if not isinstance(out, torch.dtype) or out == src:
+        return sig
+    return (f"{_DTYPE[src]}->{_DTYPE[out]}", *sig[1:])
 
 
 def _list_signature(seq) -> str | None:

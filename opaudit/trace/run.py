@@ -17,7 +17,8 @@ import opaudit
 from opaudit.errors import OpauditError, UserCodeError, describe_exception, user_frames
 from opaudit.trace.attribution import source_locator
 from opaudit.trace.autocast import AMP_DTYPES, CudaAutocast
-from opaudit.trace.modes import MODES, prepare
+from opaudit.trace.device import check_device, on_device, simulated_meta
+from opaudit.trace.modes import MODES, prepare, twin
 from opaudit.trace.recorder import Recording, TraceStopped, recording
 from opaudit.trace.scalars import ScalarOracle, UserOracle
 from opaudit.trace.schema import PHASES, Trace, TraceMeta
@@ -27,7 +28,7 @@ def build_trace(rec: Recording, *, mode: str, mode_reason: str, train: bool, ste
                 amp: dict | None = None, optimizer: str | None = None, source: dict | None = None,
                 optimizer_steps: int = 0,
                 status: str = "complete", error: str | None = None, warnings: list[str] | None = None,
-                device: str | None = None) -> Trace:
+                device: str | None = None, simulated: dict | None = None) -> Trace:
     records, modules, sources = rec.records()
     seen = {r.phase for r in records}
     meta = TraceMeta(
@@ -53,6 +54,7 @@ def build_trace(rec: Recording, *, mode: str, mode_reason: str, train: bool, ste
         unattributed_backward_calls=rec.unattributed,
         scalar_guesses=dict(rec.oracle.guesses) if rec.oracle is not None else {},
         warnings=list(warnings or []),
+        simulated=simulated,
     )
     return Trace(meta=meta, records=records, modules=modules, sources=sources,
                  registrations=dict(rec.registrations))
@@ -68,10 +70,16 @@ class Recorder:
 
     def __init__(self, *, root: nn.Module | None = None, shapes: bool = False, max_ops: int | None = None,
                  timeout: float | None = None, progress: Callable[[int], None] | None = None,
-                 source: dict | None = None, mode: str = "real"):
-        self.recording = Recording(root=root, shapes=shapes, max_ops=max_ops, timeout=timeout, progress=progress)
+                 source: dict | None = None, mode: str = "real", device: str | None = None,
+                 simulated: dict | None = None):
+        """``device``: the device the code runs on, when it is not the CPU (``cuda`` simulated, a rehearsed
+        target's): the calls on host tensors are told apart (OpRecord.where)."""
+        self.recording = Recording(root=root, shapes=shapes, max_ops=max_ops, timeout=timeout, progress=progress,
+                                   split_host=device not in (None, "cpu"))
         self.source = source or {"kind": "api"}
         self.mode = mode
+        self.device = device
+        self.simulated = simulated
         self.status = "complete"
         self.error: str | None = None
         self._ctx: AbstractContextManager[Recording] | None = None
@@ -101,7 +109,8 @@ class Recorder:
         if self._trace is None:
             t = build_trace(self.recording, mode=self.mode, mode_reason="the code chose its own devices",
                             train=any(k[2] == "backward" for k in self.recording.counts),
-                            source=self.source, status=self.status, error=self.error)
+                            source=self.source, status=self.status, error=self.error, device=self.device,
+                            simulated=self.simulated)
             t.meta.warnings.extend(optimizer_warnings(t))
             self._trace = t
         return self._trace
@@ -174,6 +183,7 @@ def trace(
     progress: Callable[[int], None] | None = None,
     on_mode: Callable[[str, str], None] | None = None,
     source: dict | None = None,
+    device: str = "cpu",
 ) -> Trace:
     """Run ``model`` on ``inputs`` under the recorder and return what it ran.
 
@@ -188,6 +198,13 @@ def trace(
     ``amp="fp16"|"bf16"`` runs the forward pass under CUDA's autocast policy (and a GradScaler for
     fp16 training).
 
+    ``device="cuda"`` runs the model on a simulated CUDA device (trace.device; once per process, which
+    then has PrivateUse1 taken: ``opaudit scan`` does it by default): built on the CPU, then moved there
+    as a CUDA script moves it, so PyTorch's per-device choices are CUDA's, and the calls on tensors left on
+    the CPU are ``host`` records. In meta and fake modes the tensors are meta or fake whatever ``device``
+    says: CUDA's autocast policy and an accelerator's optimizer defaults are applied there as always, but
+    the code's own device branches see meta (the trace's warnings say so).
+
     >>> t = opaudit.trace(resnet50(), torch.randn(2, 3, 64, 64), train=True)  # doctest: +SKIP
     >>> t.to_pandas().groupby("phase").calls.sum()                                           # doctest: +SKIP
     """
@@ -197,26 +214,61 @@ def trace(
         raise OpauditError("steps must be at least 1 when training")
     if mode not in MODES:
         raise OpauditError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    check_device(device)
+    kw: dict[str, Any] = dict(train=train, steps=steps, loss_fn=loss_fn, optimizer=optimizer, amp=amp, shapes=shapes,
+                              scalar_oracle=scalar_oracle, progress=progress, on_mode=on_mode, source=source,
+                              device=device, given=isinstance(model, nn.Module))
+    # the factories run on the CPU, as a CUDA script builds its model before model.to("cuda"); a model on meta
+    # or fake tensors is not on the simulated device, whose set-up and device mapping would only cost time
+    prepared = _prepare(model, inputs, mode, train)
+    if device == "cuda" and prepared.mode == "real":
+        with on_device(device) as sim:
+            return _trace(prepared, sim=sim, **kw)
+    return _trace(prepared, sim=None, **kw)
+
+
+def _prepare(model: Any, inputs: Any, mode: str, train: bool) -> Any:
     try:
-        prepared = prepare(model, inputs, mode, train)
+        return prepare(model, inputs, mode, train)
     except OpauditError:
         raise
     except Exception as e:
         raise UserCodeError(f"building the model or its inputs failed: {describe_exception(e)}",
                             details=user_frames(e),
                             hint=_BUILD_HINT if mode in ("meta", "auto") else None) from None
+
+
+def _trace(prepared: Any, *, train: bool, steps: int, loss_fn, optimizer, amp: str | None, shapes: bool,
+           scalar_oracle: UserOracle | None, progress, on_mode, source: dict | None, device: str, given: bool,
+           sim) -> Trace:
     if on_mode is not None:
         on_mode(prepared.mode, prepared.reason)
+    warnings: list[str] = []
+    simulated = None
+    if sim is not None and prepared.mode == "real":
+        try:  # as a CUDA script does: model.to("cuda"), and its inputs (a model the caller gave: a copy)
+            _to_device(prepared, torch.device(sim.name), copy=given)
+        except Exception as e:
+            raise UserCodeError(f"moving the model or its inputs to the simulated cuda device failed: "
+                                f"{describe_exception(e)}", details=user_frames(e),
+                                hint="trace the CPU path with --device cpu") from None
+        simulated = simulated_meta(sim)
+    elif device == "cuda":
+        warnings.append(f"traced on {prepared.mode} tensors, not on a simulated cuda device: CUDA's autocast policy "
+                        "and optimizer defaults are applied, but the model's own device checks (x.is_cuda, "
+                        "torch.cuda.is_available()) saw the tensors' device")
 
     oracle = ScalarOracle(source_locator(), scalar_oracle) if prepared.mode in ("meta", "fake") else None
-    rec = Recording(root=prepared.model, shapes=shapes, scalar_oracle=oracle, progress=progress)
+    rec = Recording(root=prepared.model, shapes=shapes, scalar_oracle=oracle, progress=progress,
+                    split_host=prepared.device != "cpu")
     amp_dtype = AMP_DTYPES.get(amp) if amp else None
-    autocast = CudaAutocast(amp_dtype) if amp_dtype is not None else None
+    # on the simulated device, autocast is the device's own (the simulation applies CUDA's policy on it)
+    autocast = CudaAutocast(amp_dtype) if amp_dtype is not None and simulated is None else None
     use_scaler = train and amp == "fp16"
-    warnings: list[str] = []
     amp_meta = None
-    if autocast is not None:
+    if amp_dtype is not None:
         amp_meta = {"dtype": str(amp_dtype).removeprefix("torch."), "policy": "cuda", "grad_scaler": use_scaler}
+    if autocast is not None:
         if autocast.policy.unknown:
             warnings.append("autocast: ops on this torch's AutocastCUDA key with no policy in opaudit's data "
                             f"(traced without a cast): {', '.join(autocast.policy.unknown)}")
@@ -227,14 +279,20 @@ def trace(
     stage = "setup"
     m, x = prepared.model, prepared.inputs
     common: dict[str, Any] = dict(mode=prepared.mode, mode_reason=prepared.reason, train=train, amp=amp_meta,
-                                  source=source, optimizer_steps=optimizer_steps, device=prepared.device)
+                                  source=source, optimizer_steps=optimizer_steps,
+                                  device="cuda" if simulated else prepared.device, simulated=simulated)
 
     @contextmanager
     def region():
         # the forward pass and the loss: under autocast if asked, and on meta, with meta as the
         # default device, so that tensors the model or the loss create (labels, masks) land there too
-        with torch.device("meta") if prepared.mode == "meta" else nullcontext():
-            if autocast is None:
+        # (on the simulated device likewise: the convention's get_loss makes its labels without a device)
+        default = "meta" if prepared.mode == "meta" else sim.name if simulated is not None else None
+        with torch.device(default) if default is not None else nullcontext():
+            if amp_dtype is not None and simulated is not None:
+                with _sim_amp_region(sim.name, rec, amp_dtype):
+                    yield
+            elif autocast is None:
                 yield
             else:
                 with _amp_region(autocast, rec, amp_dtype):
@@ -310,6 +368,24 @@ def _amp_region(autocast: CudaAutocast, rec: Recording, low: torch.dtype) -> Ite
             yield
     finally:
         rec.amp_low = None
+
+
+@contextmanager
+def _sim_amp_region(name: str, rec: Recording, low: torch.dtype) -> Iterator[None]:
+    rec.amp_low = low
+    try:
+        with torch.autocast(name, dtype=low):
+            yield
+    finally:
+        rec.amp_low = None
+
+
+def _to_device(prepared: Any, device: torch.device, copy: bool) -> None:
+    if copy:
+        prepared.model = twin(prepared.model, lambda t: t.to(device))
+    else:
+        prepared.model.to(device)
+    prepared.inputs = pytree.tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, prepared.inputs)
 
 
 def _grad_scaler(device: str):

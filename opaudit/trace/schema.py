@@ -17,9 +17,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 SCHEMA = "opaudit-trace"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: records say where their tensors live (``where``), casts their output dtype
 PHASES = ("forward", "backward", "optimizer")
 KINDS = ("op", "custom", "choice")
+PLACES = ("device", "host", "mixed")
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,12 @@ class OpRecord:
     namespace (a vendor's ``npu::``, a user's ``torch.library`` op), and ``choice`` for a call of a
     composite whose kernel PyTorch picks per device (see coverage_db/curated/device_selected.toml);
     the backward ops of what the choice ran carry its name in ``within``.
+
+    ``where`` says where the call's tensors lived while tracing on a device (simulated cuda, meta):
+    ``device``; ``host`` (every tensor on the CPU: an optimizer's step counters, ``.item()`` reads, CPU
+    index tensors, data loading; it runs on the host beside a GPU and is held to no target's matrix);
+    ``mixed`` (device tensors with host ones: 0-dim host scalars, host<->device copies, CPU indices).
+    A CPU trace's records are all ``device``: the CPU is the device there.
     """
 
     op: str
@@ -41,6 +48,11 @@ class OpRecord:
     within: str | None
     calls: int
     shapes: tuple[str, ...] | None = None
+    where: str = "device"
+
+    @property
+    def on_host(self) -> bool:
+        return self.where == "host"
 
     @property
     def namespace(self) -> str:
@@ -56,6 +68,7 @@ class OpRecord:
             "source": self.source,
             "within": self.within,
             "calls": self.calls,
+            "where": self.where,
         }
         if self.shapes is not None:
             d["shapes"] = list(self.shapes)
@@ -74,6 +87,7 @@ class OpRecord:
             within=d.get("within"),
             calls=int(d["calls"]),
             shapes=None if shapes is None else tuple(shapes),
+            where=d.get("where", "device"),
         )
 
 
@@ -86,7 +100,7 @@ class TraceMeta:
     python_version: str
     mode: str  # real | meta | fake
     mode_reason: str
-    device: str  # the device the tensors lived on while tracing: cpu or meta
+    device: str  # the device the traced code ran on: cuda (simulated), cpu or meta
     train: bool
     phases: list[str]
     amp: dict[str, Any] | None = None  # {"dtype": "float16", "policy": "cuda", "grad_scaler": true}
@@ -103,6 +117,8 @@ class TraceMeta:
     unattributed_backward_calls: int = 0
     scalar_guesses: dict[str, int] = field(default_factory=dict)  # meta mode: .item() answered by a guess
     warnings: list[str] = field(default_factory=list)
+    # the device was simulated on the CPU (opaudit.fallback.simulate): {"target": "cuda@2.13", "name": "cudasim"}
+    simulated: dict[str, Any] | None = None
 
 
 @dataclass
@@ -122,9 +138,27 @@ class Trace:
     registrations: dict[str, Registration] = field(default_factory=dict)
 
     # -- queries -------------------------------------------------------------------------------
-    def ops(self, phase: str | None = None, *, kinds: tuple[str, ...] = ("op", "custom")) -> set[str]:
-        """The distinct ops of ``kinds`` (by default what a backend receives), optionally of one phase."""
-        return {r.op for r in self.records if r.kind in kinds and (phase is None or r.phase == phase)}
+    @property
+    def device_records(self) -> list[OpRecord]:
+        """The records a device runs (``where`` is ``device`` or ``mixed``): what a target is held to."""
+        return [r for r in self.records if r.where != "host"]
+
+    @property
+    def host_records(self) -> list[OpRecord]:
+        """The records of calls whose tensors all stayed on the host (``where == "host"``)."""
+        return [r for r in self.records if r.where == "host"]
+
+    def ops(self, phase: str | None = None, *, kinds: tuple[str, ...] = ("op", "custom"),
+            host: bool = False) -> set[str]:
+        """The distinct ops of ``kinds`` (by default what a backend receives), optionally of one phase; the
+        device's ops only, unless ``host`` (then the host's ops are included)."""
+        return {r.op for r in self.records if r.kind in kinds and (phase is None or r.phase == phase)
+                and (host or r.where != "host")}
+
+    def host_ops(self, phase: str | None = None) -> set[str]:
+        """The distinct ops run only on host tensors (of some call: an op may run on both)."""
+        return {r.op for r in self.records if r.where == "host" and r.kind != "choice"
+                and (phase is None or r.phase == phase)}
 
     def calls(self, op: str | None = None, phase: str | None = None) -> int:
         return sum(
@@ -164,10 +198,11 @@ class Trace:
                     "within": r.within,
                     "calls": r.calls,
                     "shapes": None if r.shapes is None else ";".join(r.shapes),
+                    "where": r.where,
                 }
             )
         columns = ["op", "kind", "phase", "dtypes", "module", "module_type", "source", "code", "within",
-                   "calls", "shapes"]
+                   "calls", "shapes", "where"]
         return pd.DataFrame(rows, columns=columns)
 
     # -- JSON ----------------------------------------------------------------------------------
@@ -188,8 +223,11 @@ class Trace:
             raise InputError(f"{origin} is not an opaudit trace (no \"schema\": \"{SCHEMA}\" field)")
         version = data.get("version")
         if version != SCHEMA_VERSION:
+            older = isinstance(version, int) and version < SCHEMA_VERSION
             raise InputError(
-                f"{origin} uses trace schema version {version!r}; this opaudit reads version {SCHEMA_VERSION}",
+                f"{origin} uses trace schema version {version!r}; this opaudit reads version {SCHEMA_VERSION}"
+                + (" (version 2 records where each op's tensors live, host or device, and the output dtype of casts)"
+                   if older else ""),
                 hint="re-run the scan with this version of opaudit, or install the opaudit that wrote it",
             )
         try:

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from opaudit.errors import InputError, UserCodeError, describe_exception, user_frames
+from opaudit.trace.device import check_device, on_device, simulated_meta
 from opaudit.trace.recorder import TraceStopped
 from opaudit.trace.run import Recorder
 from opaudit.trace.schema import Trace
@@ -92,16 +93,23 @@ def trace_script(
     timeout: float | None = None,
     shapes: bool = False,
     progress: Callable[[int], None] | None = None,
+    device: str = "cuda",
 ) -> Trace:
-    """Run ``target`` (a script path, or a module name with ``module=True``) as ``__main__``."""
+    """Run ``target`` (a script path, or a module name with ``module=True``) as ``__main__``, on ``device``:
+    ``cuda`` (the default) simulated on the CPU, so that the script takes its CUDA branches (trace.device),
+    or ``cpu`` as it is."""
+    check_device(device)
     argv = list(argv or [])
     path0, shown = locate(target, module)
     source = {"kind": "script", "path": shown, "argv": argv, "module": module}
-    rec = Recorder(shapes=shapes, max_ops=max_ops, timeout=timeout, progress=progress, source=source)
+    rec = Recorder(shapes=shapes, max_ops=max_ops, timeout=timeout, progress=progress, source=source,
+                   device=device)
     failure: BaseException | None = None
     try:
-        with _argv_and_path([shown, *argv], path0), _alarm(timeout, rec), rec:
-            run_main(target, module)
+        with _argv_and_path([shown, *argv], path0), _alarm(timeout, rec), on_device(device) as sim:
+            rec.simulated = simulated_meta(sim)
+            with rec:
+                run_main(target, module)
     except SystemExit as e:
         if e.code not in (None, 0):
             failure = e

@@ -41,7 +41,7 @@ def test_to_pandas_is_one_row_per_record(resnet_train):
     df = trace.to_pandas()
     assert len(df) == len(trace.records)
     assert list(df.columns) == ["op", "kind", "phase", "dtypes", "module", "module_type", "source", "code",
-                                "within", "calls", "shapes"]
+                                "within", "calls", "shapes", "where"]
     assert df["calls"].sum() == trace.meta.total_calls + sum(r.calls for r in trace.records if r.kind == "choice")
     conv = df[(df.op == "aten::convolution.default") & (df.module == "layer4.0.conv2")]
     assert conv.module_type.tolist() == ["Conv2d"] and conv.code.str.contains("conv2").all()
@@ -50,8 +50,10 @@ def test_to_pandas_is_one_row_per_record(resnet_train):
 def test_other_schema_versions_and_damaged_files_are_refused(resnet_train, tmp_path):
     trace, _ = resnet_train
     data = trace.to_json()
-    with pytest.raises(InputError, match="schema version 2"):
-        Trace.from_json({**data, "version": 2}, origin="x.json")
+    with pytest.raises(InputError, match="schema version 3"):
+        Trace.from_json({**data, "version": 3}, origin="x.json")
+    with pytest.raises(InputError, match=r"schema version 1; .* \(version 2 records where each op's tensors live"):
+        Trace.from_json({**data, "version": 1}, origin="x.json")
     with pytest.raises(InputError, match="not an opaudit trace"):
         Trace.from_json({"records": []}, origin="x.json")
     broken = {**data, "records": [{"op": "aten::add.Tensor"}]}

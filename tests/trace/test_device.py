@@ -1,0 +1,169 @@
+"""The CUDA path without a GPU: scripts and models traced on a simulated CUDA device, host and device records,
+and the trace agreeing with the rehearsal of the same script.
+
+The simulation renames PrivateUse1 once per process, so everything that simulates runs through the command
+line, in a process of its own."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from helpers import ROOT, run_cli
+
+import opaudit
+from opaudit.matrix import load_matrix
+from opaudit.matrix.matrix import normalize
+
+SCRIPT = ROOT / "tests" / "fixtures" / "scripts" / "cuda_bf16_fused.py"
+TRAIN_CUDA = ROOT / "examples" / "train_cuda.py"
+
+
+def _records(path):
+    return json.loads(path.read_text())["records"]
+
+
+def test_a_cuda_script_takes_its_cuda_path_without_a_gpu(tmp_path):
+    out = tmp_path / "cuda.json"
+    audit = tmp_path / "audit.json"
+    rc, stdout, stderr = run_cli("trace", "-q", "--json", str(out), "-t", "musa@1.3.0", "--audit-json", str(audit),
+                                 "--", str(SCRIPT), cwd=tmp_path)
+    assert rc == 0, stderr[-2000:]
+    assert "(bfloat16, cuda)" in stdout  # torch.cuda.is_available() and is_bf16_supported() answered True
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["device"] == "cuda" and meta["simulated"]["name"] == "cudasim"
+    assert meta["simulated"]["target"].startswith("cuda@")
+    records = _records(out)
+    fused = [r for r in records if r["op"] == "aten::_fused_adamw_.default"]
+    assert fused and all(r["phase"] == "optimizer" and r["where"] == "device" for r in fused)
+    casts = {tuple(r["dtypes"]) for r in records if r["op"] == "aten::_to_copy.default" and r["where"] == "device"}
+    assert ("float32->bfloat16",) in casts  # autocast's casts, with the dtype they cast to
+    where = {(r["op"], r["where"]) for r in records}
+    # the batches are cut on the host (randint, stack), then copied to the device
+    assert {("aten::randint.default", "host"), ("aten::stack.default", "host"),
+            ("aten::_to_copy.default", "mixed")} <= where
+    assert ("aten::_local_scalar_dense.default", "device") in where  # loss.item()
+    # the audit holds the device's records to the target: musa 1.3.0 lacks the fused AdamW, as the rehearsal says
+    (verdict,) = json.loads(audit.read_text())["targets"]
+    assert verdict["target"] == "musa@1.3.0" and verdict["missing"] == ["_fused_adamw_ (optimizer)"]
+    rc, _, stderr = run_cli("run", "--simulate", "musa@1.3.0", "--strict", "--", str(SCRIPT), cwd=tmp_path)
+    assert rc == 3 and "aten::_fused_adamw_" in stderr
+
+
+def test_device_cpu_traces_the_cpu_path(tmp_path):
+    out = tmp_path / "cpu.json"
+    rc, stdout, stderr = run_cli("trace", "-q", "--no-audit", "--device", "cpu", "--json", str(out), "--",
+                                 str(SCRIPT), "--device", "cpu", cwd=tmp_path)
+    assert rc == 0, stderr[-2000:]
+    assert "(float16, cpu)" in stdout
+    data = json.loads(out.read_text())
+    assert data["meta"]["device"] == "cpu" and data["meta"]["simulated"] is None
+    assert {r["where"] for r in data["records"]} == {"device"}  # on the CPU, the CPU is the device
+    ops = {r["op"] for r in data["records"]}
+    assert "aten::_fused_adamw_.default" not in ops and "aten::_foreach_add_.Scalar" not in ops
+    rc, _, stderr = run_cli("trace", "--device", "gpu", "--", str(SCRIPT))
+    assert rc == 2 and "gpu" in stderr
+
+
+# What the rehearsal counts and the trace records differ only where the trace stands one level higher: a
+# composite factory (zeros, full, arange) that the trace records whole and the device receives as its leaves,
+# the kernels a device-selected choice picks (attention's math path, dropout, batch norm), and the check
+# model.to() makes before swapping parameters.
+COMPOSITE_LEAVES = {"fill_.Scalar", "zero_", "arange.start_out"}
+CHOICE_KERNELS = {"_safe_softmax", "where.self", "tril", "expand", "_unsafe_view", "native_dropout",
+                  "native_batch_norm"}
+MODULE_TO = {"_has_compatible_shallow_copy_type"}
+
+
+@pytest.mark.parametrize("script,args", [(SCRIPT, []), (TRAIN_CUDA, ["--epochs", "1", "--steps-per-epoch", "2",
+                                                                       "--batch-size", "4"])],
+                         ids=["lm-bf16-fused", "train_cuda"])
+def test_the_trace_and_the_rehearsal_see_the_same_device_ops(tmp_path, script, args):
+    out, stats = tmp_path / "t.json", tmp_path / "stats.json"
+    rc, _, stderr = run_cli("trace", "-q", "--no-audit", "--json", str(out), "--", str(script), *args, cwd=tmp_path)
+    assert rc == 0, stderr[-2000:]
+    trace = opaudit.load_trace(out)
+    target = trace.meta.simulated["target"]
+    rc, _, stderr = run_cli("run", "--simulate", target, "-q", "--stats", str(stats), "--", str(script), *args,
+                            cwd=tmp_path)
+    assert rc == 0, stderr[-2000:]
+    rehearsed = {normalize(o["op"]) for o in json.loads(stats.read_text())["ops"]}
+    device = {normalize(o) for o in trace.ops(kinds=("op",))}
+    host_only = {normalize(o) for o in trace.host_ops()} - device
+    assert host_only, "the script has host-side ops (data loading, step counters)"
+    m = load_matrix(target)
+    assert {o for o in device - rehearsed if m.resolve(o).status != "composite"} == set()
+    assert rehearsed - device <= COMPOSITE_LEAVES | CHOICE_KERNELS | MODULE_TO
+    # no op the trace calls host-only reaches the device, but as a leaf of a device composite
+    assert host_only & rehearsed <= COMPOSITE_LEAVES
+
+
+def test_scan_builds_and_runs_the_model_on_simulated_cuda(tmp_path):
+    out = tmp_path / "scan.json"
+    rc, stdout, stderr = run_cli("scan", "examples/model.py", "--train", "--amp", "bf16", "-q", "--json", str(out),
+                                 "-t", "musa@1.3.0", "-t", "musa@2.0.1")
+    assert rc == 0, stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["meta"]["device"] == "cuda" and data["meta"]["simulated"]["name"] == "cudasim"
+    host = {r["op"] for r in data["records"] if r["where"] == "host"}
+    # AdamW(foreach) keeps its step counters on the host, as on CUDA: no device runs those ops
+    assert {"aten::_foreach_add_.Tensor", "aten::lift_fresh.default"} <= host
+    assert any(r["dtypes"] == ["float32->bfloat16"] for r in data["records"] if r["op"] == "aten::_to_copy.default")
+    assert "musa@1.3.0   2.2.0     runs natively" in stdout and "musa@2.0.1   2.2.0     runs natively" in stdout
+
+
+def test_meta_mode_tells_host_calls_apart_too():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    trace = opaudit.trace(lambda: model, lambda: torch.randn(4, 8), train=True, mode="meta", amp="bf16")
+    host = {r.op for r in trace.host_records}
+    assert "aten::_foreach_add_.Tensor" in host  # AdamW's step counters
+    assert "aten::_foreach_add_.Tensor" not in trace.ops()
+    assert "aten::_foreach_add_.Tensor" in trace.ops(host=True)
+    assert any(r.dtypes == ("float32->bfloat16",) for r in trace.records if r.op == "aten::_to_copy.default")
+    keys = [(r.op, r.kind, r.phase, r.dtypes, r.module, r.source, r.within, r.shapes, r.where) for r in trace.records]
+    assert len(keys) == len(set(keys))
+
+
+def test_a_cpu_trace_is_all_device_and_casts_carry_their_output_dtype():
+    x = torch.randn(4, 4)
+
+    def step():
+        y = x.to(torch.bfloat16)
+        return y.view(torch.int16).sum() + x.double().sum()
+
+    with opaudit.record() as rec:
+        step()
+        step()
+    t = rec.trace
+    assert {r.where for r in t.records} == {"device"}
+    casts = sorted(r.dtypes for r in t.records if r.op in ("aten::_to_copy.default", "aten::view.dtype"))
+    assert casts == [("bfloat16->int16",), ("float32->bfloat16",), ("float32->float64",)]
+    keys = [(r.op, r.phase, r.dtypes, r.source) for r in t.records]
+    assert len(keys) == len(set(keys))  # one record per distinct key, however many bytecode offsets a line has
+
+
+def test_caveats_match_either_side_of_a_cast():
+    m = load_matrix("mps@2.5.0")  # documents float64 as unsupported for every op
+    plain = m.caveats("aten::_to_copy.default", ("float64",))
+    assert plain and m.caveats("aten::_to_copy.default", ("float32->float64",)) == plain
+    assert m.caveats("aten::_to_copy.default", ("float64->float32",)) == plain
+    assert m.caveats("aten::_to_copy.default", ("float32->bfloat16",)) == []
+
+
+def test_the_api_traces_a_given_model_on_simulated_cuda_and_leaves_it_where_it_was():
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, opaudit\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))\n"
+        "t = opaudit.trace(m, torch.randn(2, 8), train=True, amp='bf16', device='cuda')\n"
+        "assert next(m.parameters()).device.type == 'cpu', 'the given model was moved'\n"
+        "assert t.meta.device == 'cuda' and t.meta.simulated['name'] == 'cudasim', t.meta\n"
+        "assert ('float32->bfloat16',) in {r.dtypes for r in t.records if r.op == 'aten::_to_copy.default'}\n"
+        "assert 'aten::_foreach_add_.Tensor' in t.host_ops() and 'aten::_foreach_lerp_.Scalar' in t.ops()\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
