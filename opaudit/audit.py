@@ -67,11 +67,12 @@ class OpGroup:
     sources: tuple[str, ...]
 
 
-def op_groups(trace: Trace) -> list[OpGroup]:
-    """The trace's records grouped by (op, kind, phase, within), in phase order, most called first."""
+def op_groups(trace: Trace, *, host: bool = False) -> list[OpGroup]:
+    """The trace's device records (``host``: its host records) grouped by (op, kind, phase, within), in
+    phase order, most called first. Host records run beside the device, on no target's kernels."""
     calls: Counter[tuple] = Counter()
     per: dict[tuple, dict[str, Counter[str]]] = {}
-    for r in trace.device_records:  # host records run beside the device, on no target's kernels
+    for r in (trace.host_records if host else trace.device_records):
         key = (r.op, r.kind, r.phase, r.within)
         calls[key] += r.calls
         c = per.setdefault(key, {"dtypes": Counter(), "modules": Counter(), "sources": Counter()})
@@ -155,6 +156,7 @@ class Audit:
     caveats: dict[str, list[list[str]]]  # target -> per group, the caveats that apply
     verdicts: dict[str, Verdict]
     fallback: list[Any] = field(default_factory=list)  # fallback.Stats of runs of the same code, if any
+    host: list[OpGroup] = field(default_factory=list)  # calls on host tensors only: held to no target
     _frame: pd.DataFrame | None = field(default=None, repr=False)
 
     # -- views -------------------------------------------------------------------------------------
@@ -280,7 +282,8 @@ def audit(trace: Trace, targets: Sequence[str | Matrix] | None = None, *, landsc
         results[key] = [_status(m, g, trace) for g in groups]
         caveats[key] = [_caveats(m, g) for g in groups]
     verdicts = {key: _verdict(m, groups, results[key], caveats[key], key in selected) for key, m in matrices.items()}
-    result = Audit(trace, groups, matrices, selected, results, caveats, verdicts, list(fallback))
+    result = Audit(trace, groups, matrices, selected, results, caveats, verdicts, list(fallback),
+                   op_groups(trace, host=True))
     for key in selected:
         _advise(result, key, db)
     return result
@@ -317,6 +320,19 @@ def source_name(trace: Trace) -> str:
     if src.get("kind") == "script" and path:
         return ("-m " if src.get("module") else "") + str(path)
     return "a model traced through the Python API"
+
+
+def host_summary(a: Audit, limit: int = 6) -> str | None:
+    """One sentence on the calls that ran on host tensors only (every report says it the same way)."""
+    if not a.host:
+        return None
+    calls = sum(g.calls for g in a.host)
+    top = sorted(a.host, key=lambda g: -g.calls)[:limit]
+    shown = ", ".join(f"{short(g.op)} ({g.phase}) x{g.calls:,}" for g in top)
+    more = f" and {len(a.host) - limit} more" if len(a.host) > limit else ""
+    n = len(a.host)
+    return (f"{n} op{'s' if n != 1 else ''} ran on host tensors only ({calls:,} calls), held to no target: "
+            f"{shown}{more}")
 
 
 def short(op: str) -> str:

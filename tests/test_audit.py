@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -196,3 +198,34 @@ def test_foreach_advice_where_torch_optim_would_not_pick_foreach(gpt2_train):
     mps = a.verdict("mps@2.2.0")
     assert any(x.startswith("torch.optim picks its foreach path") for x in mps.advice)
     assert not any("foreach path" in x for x in a.verdict("ascend@2.1.0").advice)  # PrivateUse1: it does
+
+
+def test_host_ops_are_held_to_no_target_and_every_format_says_so(tmp_path):
+    """AdamW keeps its step counters on the host beside device parameters (a meta trace tells them apart,
+    as the simulated CUDA device does): they are no target's ops, and every report lists them apart."""
+    import csv
+    import io
+    import json
+
+    import jsonschema
+
+    from opaudit.report import render
+
+    torch.manual_seed(0)
+    trace = opaudit.trace(torch.nn.Sequential(torch.nn.Linear(8, 8)), torch.randn(2, 8), train=True, mode="meta")
+    host = {r.op for r in trace.host_records}
+    assert "aten::_foreach_add_.Scalar" in host or "aten::_foreach_add_.Tensor" in host, host
+    a = opaudit.audit(trace, ["musa@1.3.0", "cuda@2.13.0"], landscape=False)
+    assert a.host and {g.op for g in a.host} == host
+    assert not {g.op for g in a.groups} & (host - {r.op for r in trace.device_records})
+    doc = json.loads(render(a, "json"))
+    schema = json.loads((Path(opaudit.__file__).parent / "report" / "audit.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    assert {o["op"] for o in doc["host_ops"]} == host
+    rows = list(csv.DictReader(io.StringIO(render(a, "csv"))))
+    assert {r["op"] for r in rows if r["where"] == "host"} == host
+    assert all(r["target"] == "" and r["status"] == "" for r in rows if r["where"] == "host")
+    sentence = f"{len(a.host)} op{'s' if len(a.host) != 1 else ''} ran on host tensors only"
+    assert sentence in render(a, "markdown")
+    html = render(a, "html")
+    assert 'id="host-ops"' in html and sentence in html

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from opaudit import __version__
-from opaudit.audit import Audit, Verdict, short, source_name
+from opaudit.audit import Audit, OpGroup, Verdict, host_summary, short, source_name
 from opaudit.report.matrix import _STATUS_STYLE
 
 SCHEMA = "opaudit-audit"
@@ -51,6 +51,9 @@ def render_audit(a: Audit, console: Console, *, top: int = 12) -> None:
     for v in a.selected_verdicts:
         t.add_row(v.target, v.torch, _verdict_text(v))
     console.print(t)
+    host = host_summary(a)
+    if host:
+        console.print(Text(host, style="dim"), overflow="fold")
     df = a.frame
     df = df[df["selected"] & df["status"].isin(["missing", "cpu_fallback", "unknown"]) & (df["kind"] != "choice")]
     by_target = dict(list(df.groupby("target", sort=False, observed=True)))
@@ -96,19 +99,23 @@ def render_audit(a: Audit, console: Console, *, top: int = 12) -> None:
 # -- JSON ------------------------------------------------------------------------------------------
 
 
+def _group_json(g: OpGroup) -> dict[str, Any]:
+    return {"op": g.op, "kind": g.kind, "phase": g.phase, "within": g.within, "calls": g.calls,
+            "dtypes": list(g.dtypes), "modules": list(g.modules), "sources": list(g.sources)}
+
+
 def to_json(a: Audit) -> dict[str, Any]:
     """The audit as a versioned document (opaudit/report/audit.schema.json)."""
     selected = a.selected
     ops = []
     for i, g in enumerate(a.groups):
         ops.append({
-            "op": g.op, "kind": g.kind, "phase": g.phase, "within": g.within, "calls": g.calls,
-            "dtypes": list(g.dtypes), "modules": list(g.modules), "sources": list(g.sources),
+            **_group_json(g),
             "results": {k: {"status": a.results[k][i].status, "via": a.results[k][i].via,
                             "note": a.results[k][i].note, "caveats": list(a.caveats[k][i])} for k in selected},
         })
-    used_sources = {s for g in a.groups for s in g.sources}
-    used_modules = {m for g in a.groups for m in g.modules}
+    used_sources = {s for g in (*a.groups, *a.host) for s in g.sources}
+    used_modules = {m for g in (*a.groups, *a.host) for m in g.modules}
     return {
         "schema": SCHEMA,
         "version": SCHEMA_VERSION,
@@ -121,6 +128,7 @@ def to_json(a: Audit) -> dict[str, Any]:
                       for rels in a.landscape().values() for v in rels],
         "oldest_running": a.oldest_running(),
         "ops": ops,
+        "host_ops": [_group_json(g) for g in a.host],
         "modules": {m: t for m, t in sorted(a.trace.modules.items()) if m in used_modules},
         "sources": {s: c for s, c in sorted(a.trace.sources.items()) if s in used_sources},
         **({"fallback": [s.to_json() for s in a.fallback]} if a.fallback else {}),
@@ -135,14 +143,15 @@ def json_text(a: Audit) -> str:
 
 
 def csv_text(a: Audit) -> str:
-    """One row per op x phase x selected target; list cells joined with "; "."""
+    """One row per op x phase x selected target (``where`` device), then one per op x phase that ran on host
+    tensors only (``where`` host, no target: held to none); list cells joined with "; "."""
     df = a.frame
     df = df[df["selected"]]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     cols = ["target", "vendor", "release", "torch", "op", "kind", "phase", "within", "status", "via", "note",
             "calls", "dtypes", "modules", "sources", "caveats"]
-    w.writerow(cols)
+    w.writerow([*cols, "where"])
     joined: dict[tuple, str] = {}  # the same module and source lists recur on every target's rows
 
     def cell(x: Any) -> Any:
@@ -152,7 +161,10 @@ def csv_text(a: Audit) -> str:
             return joined[x]
         return "" if x is None else x
 
-    w.writerows([cell(x) for x in r] for r in df[cols].itertuples(index=False))
+    w.writerows([*(cell(x) for x in r), "device"] for r in df[cols].itertuples(index=False))
+    for g in a.host:
+        w.writerow(["", "", "", "", g.op, g.kind, g.phase, cell(g.within), "", "", "", g.calls, cell(g.dtypes),
+                    cell(g.modules), cell(g.sources), "", "host"])
     return buf.getvalue()
 
 
@@ -178,11 +190,14 @@ def markdown_text(a: Audit, *, top: int = 15) -> str:
     src = source_name(a.trace)
     lines = [f"### opaudit: will {_code(src)} run?", "",
              f"{len({g.op for g in a.groups})} distinct ops ({', '.join(m.phases)}), traced in {m.mode} mode "
-             f"on {m.device}, torch {m.torch_version}.", "",
+             f"on {m.device}{' (simulated on the CPU)' if m.simulated else ''}, torch {m.torch_version}.", "",
              "| target | PyTorch | verdict |", "| --- | --- | --- |"]
     icon = {"runs": "✅", "cpu_fallback": "⚠️", "uncertain": "❔", "fails": "❌"}
     for v in a.selected_verdicts:
         lines.append(f"| {_code(v.target)} | {v.torch} | {icon[v.verdict]} {_md(v.summary)} |")
+    host = host_summary(a)
+    if host:
+        lines += ["", _md(host) + "."]
     df = a.frame
     df = df[df["selected"] & df["status"].isin(["missing", "cpu_fallback"]) & (df["kind"] != "choice")]
     by_target = dict(list(df.groupby("target", sort=False, observed=True)))

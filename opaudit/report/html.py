@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from opaudit import __version__
-from opaudit.audit import VERDICTS, Audit, source_name
+from opaudit.audit import VERDICTS, Audit, host_summary, source_name
 from opaudit.data import data_dir
 from opaudit.fallback.stats import PATH_TEXT
 from opaudit.matrix.matrix import STATUSES
@@ -101,4 +101,6 @@ def html_text(a: Audit, *, title: str | None = None, lint: Any = None) -> str:
         lint=lint,
         fallback=a.fallback,
         path_text=PATH_TEXT,
+        host=sorted(a.host, key=lambda g: -g.calls),
+        host_text=host_summary(a) or "",
     )

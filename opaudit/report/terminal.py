@@ -88,7 +88,8 @@ def render_trace(trace: Trace, console: Console, *, top: int | None = None) -> N
     head.append(f"  mode {m.mode}", style="yellow")
     head.append(f" ({m.mode_reason})" if m.mode_reason else "")
     console.print(head)
-    details = [f"torch {m.torch_version}", f"device {m.device}", f"phases {', '.join(m.phases) or '-'}"]
+    device = f"device {m.device}" + (" (simulated)" if m.simulated else "")
+    details = [f"torch {m.torch_version}", device, f"phases {', '.join(m.phases) or '-'}"]
     if m.optimizer:
         details.append(f"optimizer {m.optimizer}")
     if m.amp:
