@@ -42,6 +42,11 @@ def test_gpt2_train_step_on_the_newest_release_of_every_vendor(vendor, tmp_path)
     for o in st["ops"]:
         if "::" in o["op"]:
             continue
+        if "device_selected.toml" in (o.get("reason") or ""):
+            # an op of the stand-in's path that the target's own path never runs (dropout's native_dropout on
+            # MPS, which draws a bernoulli_ mask): run as the target's composite (test_device_selected.py)
+            assert o["status"] == "composite" and o["path"] == "decomposition", o
+            continue
         status = m.resolve(o["op"]).status
         assert o["status"] == status, o
         if status == "missing":
