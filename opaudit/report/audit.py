@@ -17,12 +17,13 @@ from rich.table import Table
 from rich.text import Text
 
 from opaudit import __version__
-from opaudit.audit import Audit, Verdict, short, source_name
+from opaudit.audit import Audit, Verdict, short, skew_span, source_name
 from opaudit.report.matrix import _STATUS_STYLE
 
 SCHEMA = "opaudit-audit"
 SCHEMA_VERSION = 1
-_VERDICT_STYLE = {"runs": "green", "cpu_fallback": "yellow", "uncertain": "dim", "fails": "bold red"}
+_VERDICT_STYLE = {"runs": "green", "cpu_fallback": "yellow", "uncertain": "dim", "fails": "bold red",
+                  "version_skew": "magenta"}
 
 
 def _verdict_text(v: Verdict) -> Text:
@@ -52,7 +53,8 @@ def render_audit(a: Audit, console: Console, *, top: int = 12) -> None:
         t.add_row(v.target, v.torch, _verdict_text(v))
     console.print(t)
     df = a.frame
-    df = df[df["selected"] & df["status"].isin(["missing", "cpu_fallback", "unknown"]) & (df["kind"] != "choice")]
+    df = df[df["selected"] & df["status"].isin(["missing", "cpu_fallback", "unknown", "version_skew"])
+            & (df["kind"] != "choice")]
     by_target = dict(list(df.groupby("target", sort=False, observed=True)))
     for v in a.selected_verdicts:
         if v.verdict == "runs" and not v.advice:
@@ -86,10 +88,12 @@ def render_audit(a: Audit, console: Console, *, top: int = 12) -> None:
         o.add_column("natively", overflow="fold")
         o.add_column("with CPU fallback", overflow="fold")
         o.add_column("releases that run it", justify="right", no_wrap=True)
+        o.add_column("PyTorch too old", overflow="fold")
         for vendor, rels in a.landscape().items():
             n = sum(v.runs for v in rels)
             o.add_row(vendor, oldest[vendor]["native"] or Text("none", style="red"),
-                      oldest[vendor]["runs"] or Text("none", style="red"), f"{n}/{len(rels)}")
+                      oldest[vendor]["runs"] or Text("none", style="red"), f"{n}/{len(rels)}",
+                      Text(skew_span(oldest[vendor]["version_skew"]), style="magenta"))
         console.print(o)
 
 
@@ -180,11 +184,11 @@ def markdown_text(a: Audit, *, top: int = 15) -> str:
              f"{len({g.op for g in a.groups})} distinct ops ({', '.join(m.phases)}), traced in {m.mode} mode "
              f"on {m.device}, torch {m.torch_version}.", "",
              "| target | PyTorch | verdict |", "| --- | --- | --- |"]
-    icon = {"runs": "✅", "cpu_fallback": "⚠️", "uncertain": "❔", "fails": "❌"}
+    icon = {"runs": "✅", "cpu_fallback": "⚠️", "uncertain": "❔", "fails": "❌", "version_skew": "⏫"}
     for v in a.selected_verdicts:
         lines.append(f"| {_code(v.target)} | {v.torch} | {icon[v.verdict]} {_md(v.summary)} |")
     df = a.frame
-    df = df[df["selected"] & df["status"].isin(["missing", "cpu_fallback"]) & (df["kind"] != "choice")]
+    df = df[df["selected"] & df["status"].isin(["missing", "cpu_fallback", "version_skew"]) & (df["kind"] != "choice")]
     by_target = dict(list(df.groupby("target", sort=False, observed=True)))
     for v in a.selected_verdicts:
         rows = by_target.get(v.target, df.iloc[:0])
@@ -206,9 +210,10 @@ def markdown_text(a: Audit, *, top: int = 15) -> str:
     oldest = a.oldest_running()
     if len(a.verdicts) > len(a.selected):
         lines += ["", f"Oldest release that runs it ({len(a.verdicts)} releases checked):", "",
-                  "| vendor | natively | with CPU fallback |", "| --- | --- | --- |"]
+                  "| vendor | natively | with CPU fallback | PyTorch too old |", "| --- | --- | --- | --- |"]
         for vendor, o in oldest.items():
-            lines.append(f"| {vendor} | {_md(o['native'] or 'none')} | {_md(o['runs'] or 'none')} |")
+            lines.append(f"| {vendor} | {_md(o['native'] or 'none')} | {_md(o['runs'] or 'none')} | "
+                         f"{_md(skew_span(o['version_skew']))} |")
     for st in a.fallback:
         lines += ["", f"Fallback on {_code(st.target)} ({st.kind}):", "",
                   "| op | path | calls | moved | ms |", "| --- | --- | --- | --- | --- |"]

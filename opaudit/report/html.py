@@ -12,15 +12,17 @@ import json
 from typing import Any
 
 from opaudit import __version__
-from opaudit.audit import VERDICTS, Audit, source_name
+from opaudit.audit import VERDICTS, Audit, skew_span, source_name
 from opaudit.data import data_dir
 from opaudit.fallback.stats import PATH_TEXT
 from opaudit.matrix.matrix import STATUSES
 
 TEMPLATE = "audit.html.j2"
-VERDICT_COLOURS = {"runs": "#2e9d58", "cpu_fallback": "#e0a526", "uncertain": "#a3a9b3", "fails": "#d6453d"}
+VERDICT_COLOURS = {"runs": "#2e9d58", "cpu_fallback": "#e0a526", "uncertain": "#a3a9b3", "fails": "#d6453d",
+                   "version_skew": "#7b5cc4"}
 STATUS_COLOURS = {"native": "#2e9d58", "composite": "#4a90c8", "cpu_fallback": "#e0a526",
-                  "opaudit_fallback": "#c07ad6", "missing": "#d6453d", "unknown": "#a3a9b3"}
+                  "opaudit_fallback": "#c07ad6", "missing": "#d6453d", "version_skew": "#7b5cc4",
+                  "unknown": "#a3a9b3"}
 
 
 def payload(a: Audit) -> dict[str, Any]:
@@ -94,6 +96,7 @@ def html_text(a: Audit, *, title: str | None = None, lint: Any = None) -> str:
         status_colours=STATUS_COLOURS,
         heat=heatmap(a),
         oldest=a.oldest_running(),
+        skew_span=skew_span,
         landscape=a.landscape(),
         released=len(a.verdicts),
         data_json=_script_json(payload(a)),

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 SCHEMA = "opaudit-trace"
 SCHEMA_VERSION = 1
 PHASES = ("forward", "backward", "optimizer")
-KINDS = ("op", "custom", "choice")
+KINDS = ("op", "custom", "choice", "api")
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,9 @@ class OpRecord:
     ``kind`` is ``op`` for an aten op as a backend receives it, ``custom`` for an op of another
     namespace (a vendor's ``npu::``, a user's ``torch.library`` op), and ``choice`` for a call of a
     composite whose kernel PyTorch picks per device (see coverage_db/curated/device_selected.toml);
-    the backward ops of what the choice ran carry its name in ``within``.
+    the backward ops of what the choice ran carry its name in ``within``. ``api`` is a call of a
+    CompositeImplicitAutograd function (``aten::rms_norm.default``), recorded above its decomposition
+    (trace/apis.py): no backend receives it, but the target's PyTorch must have it.
     """
 
     op: str
