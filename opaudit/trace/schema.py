@@ -129,14 +129,14 @@ class Trace:
         return sum(
             r.calls
             for r in self.records
-            if (op is None or r.op == op) and (phase is None or r.phase == phase) and r.kind != "choice"
+            if (op is None or r.op == op) and (phase is None or r.phase == phase) and r.kind not in ("choice", "api")
         )
 
     def by_op(self) -> Counter[tuple[str, str]]:
-        """Calls per (phase, op), choice records excluded."""
+        """Calls per (phase, op), choice and api records excluded."""
         c: Counter[tuple[str, str]] = Counter()
         for r in self.records:
-            if r.kind != "choice":
+            if r.kind not in ("choice", "api"):
                 c[(r.phase, r.op)] += r.calls
         return c
 
