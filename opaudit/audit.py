@@ -18,7 +18,7 @@ How a trace row maps to a status on a target:
 - an ``api`` row (a CompositeImplicitAutograd function the model called, such as ``rms_norm``): whether
   the target's PyTorch has it (``Matrix.resolve_api``); its decomposition's ops are rows of their own, so
   it counts in the verdict only where that PyTorch lacks it (``version_skew``), or has kernels for it
-  that the target lacks.
+  that the target lacks (where the data says nothing of it, its decomposition's ops still speak).
 
 A release whose PyTorch lacks ops or APIs of the trace gets the verdict ``version_skew``: the model as
 traced needs a newer PyTorch there (or a re-trace under that version), whatever its kernels.
@@ -359,7 +359,7 @@ def _verdict(m: Matrix, groups: list[OpGroup], results: list[Support], caveats: 
     for g, s, cav in zip(groups, results, caveats, strict=True):
         if s.status == "version_skew" and s.since:
             since.append(s.since)
-        if g.kind == "choice" or (g.kind == "api" and s.status in RUNS):
+        if g.kind == "choice" or (g.kind == "api" and s.status in (*RUNS, "unknown")):
             continue  # its own ops are recorded (or resolved through it): count each call once
         ops[s.status] += 1
         calls[s.status] += g.calls

@@ -31,7 +31,7 @@ from functools import cache
 
 from opaudit.data import load_toml
 from opaudit.matrix.release import Caveat, Release
-from opaudit.matrix.torchops import OpHistory, TorchOp, TorchOps
+from opaudit.matrix.torchops import OpHistory, TorchOp, TorchOps, version_key
 
 # best first; ``worst()`` ranks by this order. version_skew after missing: the verdict of the release
 # is about its PyTorch, not its kernels (the model as written cannot run there at all)
@@ -189,7 +189,8 @@ class Matrix:
         if rule is not None and depth == 0:
             return self._choice(rule, name)
         if tops is None:
-            return Support("unknown", note=f"no PyTorch {r.torch} op table is staged, so composites are not known")
+            return self._before_tables(name) or Support(
+                "unknown", note=f"no PyTorch {r.torch} op table is staged, so composites are not known")
         if op is None:
             return self._skew(name, depth)
         if op.implicit:
@@ -212,9 +213,10 @@ class Matrix:
 
     def _resolve_api(self, name: str) -> Support:
         tops = self.torch_ops
-        if tops is None:
-            return Support("unknown", note=f"no PyTorch {self.release.torch} op table is staged")
         base = name.partition(".")[0]
+        if tops is None:
+            return self._before_tables(base, base=True) or Support(
+                "unknown", note=f"no PyTorch {self.release.torch} op table is staged")
         if name in self._native or base in self._native:
             return Support("native", note=f"{self.release.package or self.release.vendor} registers a kernel for it")
         op = tops.get(name)
@@ -245,6 +247,25 @@ class Matrix:
             return Support("version_skew", note=f"not an op of PyTorch {tops.version}: PyTorch {last} was the last "
                            f"with it; re-trace under PyTorch {tops.version}")
         return Support("unknown", note=f"not an op of PyTorch {tops.version}, nor of any staged PyTorch release")
+
+    def _before_tables(self, name: str, *, base: bool = False) -> Support | None:
+        """On a release whose PyTorch is older than every staged op table: version_skew for an op that the
+        oldest table lacks and a later one has (PyTorch added it after that release too), else None."""
+        h = self.history
+        torch = self.release.torch
+        if h is None or not h.tables or not version_key(torch):
+            return None
+        oldest = h.tables[0]
+        if version_key(torch) >= version_key(oldest.version):
+            return None
+        if oldest.has_base(name) if base else oldest.get(name) is not None:
+            return None
+        added = h.added_after(name, oldest.version, base=base)
+        if added is None:
+            return None
+        return Support("version_skew", note=f"not an op of PyTorch {torch}: PyTorch {added} added it (PyTorch "
+                       f"{oldest.version}, the oldest staged op table, lacks it); the model needs PyTorch >= {added}",
+                       since=added)
 
     def _composite(self, op: TorchOp, depth: int) -> Support:
         leaves = tuple(self._leaves(op))

@@ -117,3 +117,13 @@ def test_every_release_resolves_with_the_history_loaded():
     for e in db.entries:
         m = load_matrix(e.key, db=db)
         assert m.history is not None
+
+
+def test_a_release_older_than_every_op_table_lacks_what_the_oldest_table_lacks():
+    m = load_matrix("ascend@1.11.0")
+    assert m.torch_ops is None and m.release.torch == "1.11.0"
+    s = m.resolve_api("aten::rms_norm.default")
+    assert s.status == "version_skew" and s.since == "2.4.0"
+    # an op of PyTorch 2.0 may or may not be older than 1.11: the data does not say
+    assert m.resolve_api("aten::layer_norm.default").status == "unknown"
+    assert m.resolve("aten::_fused_adamw_.tensor_lr").status == "version_skew"
