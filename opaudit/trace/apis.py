@@ -110,41 +110,60 @@ def _references(module: Any, originals: dict[int, Any]) -> tuple[str, ...]:
     return tuple(name for name, value in list(d.items()) if id(value) in originals and originals[id(value)] is value)
 
 
+class _Active:
+    """The recording the wrappers count into (None between recordings), and its thread."""
+
+    rec: Any = None
+    thread: int | None = None
+
+
+_active = _Active()
+_wrappers: dict[int, tuple[Any, Callable]] = {}  # id(builtin) -> (builtin, its wrapper), made once per process
+
+
+def _wrapper(original: Callable, key: str) -> Callable:
+    """The wrapper of one builtin: built once per process, it counts into the active recording."""
+    hit = _wrappers.get(id(original))
+    if hit is not None and hit[0] is original:
+        return hit[1]
+    from opaudit.trace.recorder import _shapes, _signature
+
+    active = _active
+    get_ident = threading.get_ident
+    getframe = sys._getframe
+
+    def api(*args, **kwargs):
+        rec = active.rec
+        # not between recordings, nor inside a choice (the CPU's pick), nor on another thread
+        if rec is not None and rec.within is None and get_ident() == active.thread:
+            node = _current_node()
+            if node is not None:  # called while the autograd engine runs a node (a recomputation)
+                module, loc, _ = rec.seq.get(node._sequence_nr()) or (None, None, None)
+                phase = "backward"
+            else:
+                phase, module, loc = rec._where(getframe(1))
+            k = (key, "api", phase, _signature(args, kwargs), module, loc, None,
+                 _shapes(args, kwargs) if rec.shapes else None)
+            counts = rec.counts
+            counts[k] = counts.get(k, 0) + 1
+        return original(*args, **kwargs)
+
+    try:
+        functools.update_wrapper(api, original)
+    except (AttributeError, TypeError):  # pragma: no cover - a builtin without some attribute
+        pass
+    api.__opaudit_original__ = original  # type: ignore[attr-defined]
+    _wrappers[id(original)] = (original, api)
+    return api
+
+
 class ApiWatch:
     """Installs the wrappers for one recording (``rec``: a recorder.Recording) and takes them away."""
 
     def __init__(self, rec: Any):
         self.rec = rec
         self._saved: list[tuple[Any, str, bool, Any]] = []  # (holder, attr, was in __dict__, original)
-
-    def _wrap(self, original: Callable, key: str) -> Callable:
-        from opaudit.trace.recorder import _shapes, _signature
-
-        rec = self.rec
-        counts = rec.counts
-        thread = threading.get_ident()
-        getframe = sys._getframe
-
-        def api(*args, **kwargs):
-            # not inside a choice (the CPU's pick), nor on another thread, nor after the recording
-            if rec.within is None and rec.mode is not None and threading.get_ident() == thread:
-                node = _current_node()
-                if node is not None:  # called while the autograd engine runs a node (a recomputation)
-                    module, loc, _ = rec.seq.get(node._sequence_nr()) or (None, None, None)
-                    phase = "backward"
-                else:
-                    phase, module, loc = rec._where(getframe(1))
-                k = (key, "api", phase, _signature(args, kwargs), module, loc, None,
-                     _shapes(args, kwargs) if rec.shapes else None)
-                counts[k] = counts.get(k, 0) + 1
-            return original(*args, **kwargs)
-
-        try:
-            functools.update_wrapper(api, original)
-        except (AttributeError, TypeError):  # pragma: no cover - a builtin without some attribute
-            pass
-        api.__opaudit_original__ = original  # type: ignore[attr-defined]
-        return api
+        self._outer: tuple[Any, int | None] = (None, None)
 
     def _patch(self, holder: Any, attr: str, replacement: Any) -> None:
         d = getattr(holder, "__dict__", {})
@@ -157,6 +176,8 @@ class ApiWatch:
         self._saved.append((holder, attr, was_own, original))
 
     def install(self) -> None:
+        self._outer = (_active.rec, _active.thread)
+        _active.rec, _active.thread = self.rec, threading.get_ident()
         wrappers: dict[int, Callable] = {}
         originals: dict[int, Any] = {}
         for holder, attr, key in api_entries():
@@ -166,7 +187,7 @@ class ApiWatch:
                 continue
             w = wrappers.get(id(original))
             if w is None:
-                w = wrappers[id(original)] = self._wrap(original, key)
+                w = wrappers[id(original)] = _wrapper(original, key)
                 originals[id(original)] = original
             self._patch(holder, attr, w)
         # other names bound to the same builtins (torch.nn.functional.linear is torch._C._nn.linear);
@@ -198,3 +219,4 @@ class ApiWatch:
             except (AttributeError, TypeError):  # pragma: no cover
                 pass
         self._saved = []
+        _active.rec, _active.thread = self._outer
