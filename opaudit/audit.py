@@ -241,7 +241,7 @@ class Audit:
 
     def worst(self, targets: Sequence[str] | None = None) -> str | None:
         """The worst status of any op on the selected targets (None for an empty trace)."""
-        found = [s.status for k in (targets or self.selected) for s in self.results[k]]
+        found = [st for k in (targets or self.selected) for st in self._statuses(k)]
         return max(found, key=STATUSES.index) if found else None
 
     def fails_on(self, level: str) -> list[str]:
@@ -249,7 +249,12 @@ class Audit:
         if level not in FAIL_ON:
             raise InputError(f"unknown --fail-on level {level!r}", hint=f"one of {', '.join(FAIL_ON)}")
         bad = set(FAIL_ON[:FAIL_ON.index(level) + 1])
-        return [k for k in self.selected if any(s.status in bad for s in self.results[k])]
+        return [k for k in self.selected if any(st in bad for st in self._statuses(k))]
+
+    def _statuses(self, key: str) -> list[str]:
+        """The statuses of ``key``'s rows that a gate reads: an API its PyTorch has is no backend's op."""
+        return [s.status for g, s in zip(self.groups, self.results[key], strict=True)
+                if not (g.kind == "api" and s.status in RUNS)]
 
 
 # -- building it -----------------------------------------------------------------------------------

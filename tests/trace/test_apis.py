@@ -124,3 +124,10 @@ def test_foreach_step_counters_of_a_newer_optimizer_on_older_cuda():
         assert row["status"] == "native" and row["via"] == "_foreach_add_.Scalar"
     for v in a.selected_verdicts:
         assert "aten::_foreach_add_.Tensor" not in " ".join(v.unknown + v.skew)
+
+
+def test_gates_read_an_api_only_where_its_pytorch_lacks_it(rms_audit):
+    a = rms_audit
+    assert a.worst(["cuda@2.3.0"]) == "version_skew"
+    f = a.frame[(a.frame["target"] == "cuda@2.4.0") & (a.frame["kind"] != "api")]
+    assert a.worst(["cuda@2.4.0"]) == f["status"].max()
