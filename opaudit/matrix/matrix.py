@@ -337,6 +337,8 @@ class Matrix:
             ops = [self._choice_op(o, name, choice, is_cpu_pick) for o in path.ops]
             if tops is not None:
                 ops = [o for o in ops if tops.get(o) is not None or o in self._native]
+            else:  # older than every op table: a path op PyTorch added later (_safe_softmax) is no part of it
+                ops = [o for o in ops if o in self._native or self._before_tables(o) is None]
             if not ops:
                 continue
             statuses = [(o, self._resolve(o, 1)) for o in ops]

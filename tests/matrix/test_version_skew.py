@@ -127,3 +127,10 @@ def test_a_release_older_than_every_op_table_lacks_what_the_oldest_table_lacks()
     # an op of PyTorch 2.0 may or may not be older than 1.11: the data does not say
     assert m.resolve_api("aten::layer_norm.default").status == "unknown"
     assert m.resolve("aten::_fused_adamw_.tensor_lr").status == "version_skew"
+
+
+def test_a_choice_path_on_a_release_older_than_every_op_table_leaves_out_ops_added_later():
+    # the math attention path lists _safe_softmax, which PyTorch 2.5 added: no part of it on PyTorch 1.13
+    assert not _table_lines("2.0.0", "_safe_softmax")
+    s = load_matrix("xla@1.13.0").resolve("aten::scaled_dot_product_attention.default")
+    assert s.status != "version_skew" and "_safe_softmax" not in s.note
