@@ -30,6 +30,7 @@ from functools import cache
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from opaudit.trace.choices import choice_entries
 
@@ -129,13 +130,16 @@ def _wrapper(original: Callable, key: str) -> Callable:
     from opaudit.trace.recorder import _shapes, _signature
 
     active = _active
+    current_mode = _get_current_dispatch_mode
     get_ident = threading.get_ident
     getframe = sys._getframe
 
     def api(*args, **kwargs):
         rec = active.rec
-        # not between recordings, nor inside a choice (the CPU's pick), nor on another thread
-        if rec is not None and rec.within is None and get_ident() == active.thread:
+        # not between recordings, nor inside a choice (the CPU's pick), nor on another thread, nor from
+        # a kernel written in Python (a meta kernel, a decomposition: the recorder's mode is popped then)
+        if (rec is not None and rec.within is None and get_ident() == active.thread
+                and current_mode() is rec.mode):
             node = _current_node()
             if node is not None:  # called while the autograd engine runs a node (a recomputation)
                 module, loc, _ = rec.seq.get(node._sequence_nr()) or (None, None, None)
