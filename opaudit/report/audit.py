@@ -180,8 +180,9 @@ def markdown_text(a: Audit, *, top: int = 15) -> str:
     """For a pull-request comment: the verdicts, then the ops to look at per target."""
     m = a.trace.meta
     src = source_name(a.trace)
+    distinct = len({g.op for g in a.groups if g.kind != "api"})
     lines = [f"### opaudit: will {_code(src)} run?", "",
-             f"{len({g.op for g in a.groups})} distinct ops ({', '.join(m.phases)}), traced in {m.mode} mode "
+             f"{distinct} distinct ops ({', '.join(m.phases)}), traced in {m.mode} mode "
              f"on {m.device}, torch {m.torch_version}.", "",
              "| target | PyTorch | verdict |", "| --- | --- | --- |"]
     icon = {"runs": "✅", "cpu_fallback": "⚠️", "uncertain": "❔", "fails": "❌", "version_skew": "⏫"}

@@ -83,13 +83,13 @@ def html_text(a: Audit, *, title: str | None = None, lint: Any = None) -> str:
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     m = a.trace.meta
     src = source_name(a.trace)
-    counts = {p: len({g.op for g in a.groups if g.phase == p and g.kind != "choice"}) for p in m.phases}
+    counts = {p: len({g.op for g in a.groups if g.phase == p and g.kind not in ("choice", "api")}) for p in m.phases}
     return env.get_template(TEMPLATE).render(
         title=title or f"opaudit: {src}",
         source=src,
         meta=m,
         phase_counts=counts,
-        distinct_ops=len({g.op for g in a.groups if g.kind != "choice"}),
+        distinct_ops=len({g.op for g in a.groups if g.kind not in ("choice", "api")}),
         verdicts=a.selected_verdicts,
         verdict_names=VERDICTS,
         verdict_colours=VERDICT_COLOURS,
