@@ -15,7 +15,14 @@ How a trace row maps to a status on a target:
   kernels for it when it was traced (``Trace.registrations``);
 - a ``choice`` row (a composite whose kernel PyTorch picks per device): what the target would pick;
 - an op recorded *within* a choice (the backward of the CPU's pick): the status of the choice on the
-  target, since the target runs its own pick's backward, not the CPU's.
+  target, since the target runs its own pick's backward, not the CPU's;
+- an ``api`` row (a CompositeImplicitAutograd function the model called, such as ``rms_norm``): whether
+  the target's PyTorch has it (``Matrix.resolve_api``); its decomposition's ops are rows of their own, so
+  it counts in the verdict only where that PyTorch lacks it (``version_skew``), or has kernels for it
+  that the target lacks (where the data says nothing of it, its decomposition's ops still speak).
+
+A release whose PyTorch lacks ops or APIs of the trace gets the verdict ``version_skew``: the model as
+traced needs a newer PyTorch there (or a re-trace under that version), whatever its kernels.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from opaudit.errors import InputError
 from opaudit.matrix import Database, Matrix, Support, database, load_matrix
 from opaudit.matrix.matrix import STATUSES, dtype_names
+from opaudit.matrix.torchops import version_key
 from opaudit.trace.schema import PHASES, Trace
 
 if TYPE_CHECKING:
@@ -40,6 +48,7 @@ VERDICTS = {
     "cpu_fallback": "runs, with ops on the vendor's CPU fallback",
     "uncertain": "no op is missing, but the data says nothing about some",
     "fails": "fails: ops are missing",
+    "version_skew": "needs a newer PyTorch (or a re-trace under the release's)",
 }
 # --fail-on levels, worst first; a level trips on its own status and on every worse one, so a gate set at
 # `unknown` (what opaudit.testing uses) never passes on ops the data knows nothing about
@@ -109,6 +118,8 @@ class Verdict:
     missing: list[str] = field(default_factory=list)
     fallback: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
+    skew: list[str] = field(default_factory=list)  # ops and APIs the release's PyTorch lacks
+    needs_torch: str | None = None  # the PyTorch release that has all of them (version_skew)
     caveats: list[str] = field(default_factory=list)  # ops called with a dtype the target documents a limit for
     advice: list[str] = field(default_factory=list)
     fallback_switch: str | None = None
@@ -124,7 +135,12 @@ class Verdict:
             count = self.ops.get(k, 0)
             return f"{count} op{'s' if count != 1 else ''}"
 
-        if self.verdict == "fails":
+        if self.verdict == "version_skew":
+            needs = f"needs PyTorch >= {self.needs_torch}" if self.needs_torch else "needs another PyTorch"
+            text = f"{needs}: {n('version_skew')} not in its PyTorch {self.torch}"
+            if self.ops.get("missing"):
+                text += f"; {n('missing')} missing"
+        elif self.verdict == "fails":
             text = f"fails: {n('missing')} missing ({self.calls.get('missing', 0):,} calls)"
         elif self.verdict == "cpu_fallback":
             text = f"runs with {n('cpu_fallback')} on the CPU fallback ({self.calls.get('cpu_fallback', 0):,} calls)"
@@ -132,7 +148,7 @@ class Verdict:
             text = f"no op missing; {n('unknown')} not in the data"
         else:
             text = "runs natively"
-        if self.verdict != "fails" and self.ops.get("missing"):
+        if self.verdict not in ("fails", "version_skew") and self.ops.get("missing"):
             text += f"; {n('missing')} missing"
         return text + ("" if self.exact else " (the target's list is an upper bound)")
 
@@ -142,6 +158,7 @@ class Verdict:
             "order": self.order, "exact": self.exact, "prerelease": self.prerelease, "selected": self.selected,
             "verdict": self.verdict, "summary": self.summary, "ops": dict(self.ops), "calls": dict(self.calls),
             "missing": list(self.missing), "cpu_fallback": list(self.fallback), "unknown": list(self.unknown),
+            "version_skew": list(self.skew), "needs_torch": self.needs_torch,
             "caveats": list(self.caveats), "advice": list(self.advice),
         }
 
@@ -217,26 +234,33 @@ class Audit:
             rels.sort(key=lambda v: (v.order, v.release))
         return dict(sorted(out.items()))
 
-    def oldest_running(self) -> dict[str, dict[str, str | None]]:
-        """Per vendor: the oldest release that runs the trace natively, and the oldest that runs it at all."""
-        out = {}
+    def oldest_running(self) -> dict[str, dict[str, Any]]:
+        """Per vendor: the oldest release that runs the trace natively, the oldest that runs it at all,
+        and the releases whose PyTorch is too old for it (version_skew: neither failing nor running)."""
+        out: dict[str, dict[str, Any]] = {}
         for vendor, rels in self.landscape().items():
             published = [v for v in rels if not v.prerelease] or rels
             native = next((v.target for v in published if v.verdict == "runs"), None)
             anyhow = next((v.target for v in published if v.runs), None)
-            out[vendor] = {"native": native, "runs": anyhow}
+            out[vendor] = {"native": native, "runs": anyhow,
+                           "version_skew": [v.target for v in rels if v.verdict == "version_skew"]}
         return out
 
     def worst(self, targets: Sequence[str] | None = None) -> str | None:
         """The worst status of any op on the selected targets (None for an empty trace)."""
-        found = [s.status for k in (targets or self.selected) for s in self.results[k]]
+        found = [st for k in (targets or self.selected) for st in self._statuses(k)]
         return max(found, key=STATUSES.index) if found else None
 
     def fails_on(self, level: str) -> list[str]:
         """The selected targets with an op at ``level`` or a worse one (FAIL_ON, worst first: missing,
         version_skew, unknown, cpu_fallback, composite)."""
         bad = tripping(level)
-        return [k for k in self.selected if any(s.status in bad for s in self.results[k])]
+        return [k for k in self.selected if any(st in bad for st in self._statuses(k))]
+
+    def _statuses(self, key: str) -> list[str]:
+        """The statuses of ``key``'s rows that a gate reads: an API its PyTorch has is no backend's op."""
+        return [s.status for g, s in zip(self.groups, self.results[key], strict=True)
+                if not (g.kind == "api" and s.status in RUNS)]
 
 
 def tripping(level: str) -> frozenset[str]:
@@ -302,11 +326,13 @@ def _status(m: Matrix, g: OpGroup, trace: Trace) -> Support:
         return Support(choice.status, via=pick,
                        note=f"backward of {g.within}: the target runs the backward of its own pick"
                             + (f" ({choice.note})" if choice.note else ""))
+    if g.kind == "api":
+        return m.resolve_api(g.op)
     return m.resolve_call(g.op, g.dtypes, trace.registrations.get(g.op) if g.kind == "custom" else None)
 
 
 def _caveats(m: Matrix, g: OpGroup) -> list[str]:
-    if g.kind == "choice" and not g.dtypes:
+    if (g.kind == "choice" and not g.dtypes) or g.kind == "api":
         return []
     return [c.describe() for c in m.caveats(g.op, g.dtypes)]
 
@@ -335,6 +361,14 @@ def host_summary(a: Audit, limit: int = 6) -> str | None:
             f"{shown}{more}")
 
 
+def skew_span(targets: list[str]) -> str:
+    """The releases judged version_skew, in a few words: ``2.0.0 … 2.3.0 (4)``."""
+    if not targets:
+        return "none"
+    names = [t.partition("@")[2] or t for t in targets]
+    return names[0] if len(names) == 1 else f"{names[0]} … {names[-1]} ({len(names)})"
+
+
 def short(op: str) -> str:
     """``aten::view.default`` -> ``view``; other namespaces kept."""
     return op.removeprefix("aten::").removesuffix(".default")
@@ -350,10 +384,13 @@ def _verdict(m: Matrix, groups: list[OpGroup], results: list[Support], caveats: 
     r = m.release
     ops: Counter[str] = Counter()
     calls: Counter[str] = Counter()
-    lists: dict[str, list[str]] = {"missing": [], "cpu_fallback": [], "unknown": []}
+    lists: dict[str, list[str]] = {"missing": [], "cpu_fallback": [], "unknown": [], "version_skew": []}
     flagged = []
+    since: list[str] = []
     for g, s, cav in zip(groups, results, caveats, strict=True):
-        if g.kind == "choice":
+        if s.status == "version_skew" and s.since:
+            since.append(s.since)
+        if g.kind == "choice" or (g.kind == "api" and s.status in (*RUNS, "unknown")):
             continue  # its own ops are recorded (or resolved through it): count each call once
         ops[s.status] += 1
         calls[s.status] += g.calls
@@ -367,7 +404,9 @@ def _verdict(m: Matrix, groups: list[OpGroup], results: list[Support], caveats: 
             ops[s.status] += 1
             calls[s.status] += g.calls
             lists[s.status].append(_label(g))
-    if ops["missing"]:
+    if ops["version_skew"]:
+        verdict = "version_skew"
+    elif ops["missing"]:
         verdict = "fails"
     elif ops["cpu_fallback"]:
         verdict = "cpu_fallback"
@@ -378,7 +417,8 @@ def _verdict(m: Matrix, groups: list[OpGroup], results: list[Support], caveats: 
     fb = r.fallback
     return Verdict(m.key, r.vendor, r.name, r.torch, r.order, r.exact, r.prerelease, selected, verdict,
                    {k: ops[k] for k in STATUSES if ops[k]}, {k: calls[k] for k in STATUSES if calls[k]},
-                   lists["missing"], lists["cpu_fallback"], lists["unknown"], flagged,
+                   lists["missing"], lists["cpu_fallback"], lists["unknown"], lists["version_skew"],
+                   max(since, key=version_key) if since else None, flagged,
                    fallback_switch=fb.switch if fb.exists else None)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from opaudit.audit import Audit, audit, short, tripping
+from opaudit.audit import RUNS, Audit, audit, short, tripping
 from opaudit.trace import Trace, trace
 
 
@@ -52,7 +52,8 @@ def _message(a: Audit, failing: list[str], level: str, limit: int = 10) -> str:
     for key in failing:
         v = a.verdicts[key]
         lines.append(f"{key} (PyTorch {v.torch}): {v.summary}")
-        rows = [(g, s) for g, s in zip(a.groups, a.results[key], strict=True) if s.status in bad and g.kind != "choice"]
+        rows = [(g, s) for g, s in zip(a.groups, a.results[key], strict=True)
+                if s.status in bad and g.kind != "choice" and not (g.kind == "api" and s.status in RUNS)]
         rows.sort(key=lambda gs: -gs[0].calls)
         for g, s in rows[:limit]:
             where = ", ".join([*g.modules[:2], *g.sources[:2]])

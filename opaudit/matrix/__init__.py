@@ -13,6 +13,7 @@ from opaudit.errors import InputError
 from opaudit.matrix.database import Database, Entry, database
 from opaudit.matrix.matrix import STATUSES, Matrix, Support, normalize
 from opaudit.matrix.release import CATEGORIES, Caveat, CpuFallback, Release
+from opaudit.matrix.torchops import op_history
 
 
 def load_matrix(target: str, *, db: Database | None = None) -> Matrix:
@@ -24,7 +25,7 @@ def load_matrix(target: str, *, db: Database | None = None) -> Matrix:
         release = Release.load(path)
     else:
         release = db.release(db.find(target))
-    return Matrix(release, db.torch_ops(release.torch))
+    return Matrix(release, db.torch_ops(release.torch), op_history(db.root))
 
 
 def list_targets(db: Database | None = None) -> list[Entry]:

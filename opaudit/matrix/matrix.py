@@ -12,8 +12,11 @@ Status of an op on a target, first that applies (DESIGN.md):
   exists for the fallback to run);
 - ``missing``: it fails at run time (the note says when a fallback that is off by default, or a
   CPU kernel that opaudit's fallback could use, exists);
-- ``unknown``: the data says nothing (an op outside PyTorch's table, a release whose PyTorch line has
-  no staged op table, an op of another library whose registrations say nothing about the target).
+- ``version_skew``: the release's PyTorch has no such op, and a newer one has (``since``): the model
+  needs a newer PyTorch there, or a re-trace under that version (where an older release does the same
+  work through another overload, coverage_db/curated/overloads.toml, that overload is judged instead);
+- ``unknown``: the data says nothing (an op outside every staged PyTorch table, a release whose PyTorch
+  line has no staged op table, an op of another library whose registrations say nothing about the target).
 
 Ops of other namespaces (a user's ``torch.library`` op, torchvision's, a fused-kernel library's) are
 ``native`` where the target's data lists them (a vendor's kernels for torchvision ops); else they
@@ -35,9 +38,11 @@ from functools import cache
 from opaudit.data import load_toml
 from opaudit.matrix.registrations import BUILT_IN_KEYS, Registration
 from opaudit.matrix.release import Caveat, Release
-from opaudit.matrix.torchops import TorchOp, TorchOps
+from opaudit.matrix.torchops import OpHistory, TorchOp, TorchOps, version_key
 
-STATUSES = ("native", "composite", "cpu_fallback", "opaudit_fallback", "missing", "unknown")
+# best first; ``worst()`` ranks by this order. version_skew after missing: the verdict of the release
+# is about its PyTorch, not its kernels (the model as written cannot run there at all)
+STATUSES = ("native", "composite", "cpu_fallback", "opaudit_fallback", "missing", "version_skew", "unknown")
 _RANK = {s: i for i, s in enumerate(STATUSES)}
 _MAX_DEPTH = 4
 
@@ -48,6 +53,7 @@ class Support:
     via: str | None = None  # the op (or path) that provides it, when not the op itself
     note: str = ""
     leaves: tuple[str, ...] = ()  # leaf ops a composite needs, where known
+    since: str | None = None  # version_skew: the first PyTorch release with the op
 
     def __str__(self) -> str:
         via = f" via {self.via}" if self.via else ""
@@ -103,6 +109,22 @@ class ChoiceRule:
     cpu_kernels: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Equivalent:
+    """An overload an older PyTorch calls for the same work (coverage_db/curated/overloads.toml)."""
+
+    op: str
+    older: str
+    note: str
+    source: str
+
+
+@cache
+def equivalents() -> dict[str, Equivalent]:
+    return {e["op"]: Equivalent(e["op"], e["older"], e["note"], e["source"])
+            for e in load_toml("coverage_db", "curated/overloads.toml").get("equivalent", [])}
+
+
 @cache
 def choice_rules() -> dict[str, ChoiceRule]:
     """Choice op base name ("lstm") -> rule, and each CPU kernel name -> the same rule."""
@@ -134,6 +156,7 @@ class Matrix:
 
     release: Release
     torch_ops: TorchOps | None  # PyTorch's op table of the release's line (None: not staged)
+    history: OpHistory | None = None  # every staged op table: in which release an op appears
     _native: frozenset[str] = field(init=False)
     _cache: dict[str, Support] = field(init=False, default_factory=dict)
     _custom_cache: dict[tuple[str, Registration], Support] = field(init=False, default_factory=dict)
@@ -241,9 +264,10 @@ class Matrix:
         if rule is not None and depth == 0:
             return self._choice(rule, name)
         if tops is None:
-            return Support("unknown", note=f"no PyTorch {r.torch} op table is staged, so composites are not known")
+            return self._before_tables(name) or Support(
+                "unknown", note=f"no PyTorch {r.torch} op table is staged, so composites are not known")
         if op is None:
-            return Support("unknown", note=f"not an op of PyTorch {tops.version}")
+            return self._skew(name, depth)
         if op.implicit:
             return Support("composite", note="CompositeImplicitAutograd: decomposed before it reaches the backend")
         if op.explicit and not name.endswith("_overrideable"):
@@ -303,6 +327,74 @@ class Matrix:
             return Support("missing", note=f"no {r.device_type} kernel; {hint}; {said}{extra}")
         return Support("missing", note=f"no {r.device_type} kernel, and no CPU kernel for a fallback to run; "
                                        f"{said}{extra}")
+
+    def resolve_api(self, op: str) -> Support:
+        """A CompositeImplicitAutograd API the model called (``aten::rms_norm``), recorded above its
+        decomposition: whether the release's PyTorch has it. Its decomposition's ops are judged on
+        their own; here only the API itself: ``native`` where the plugin registers a kernel for it,
+        ``composite`` where PyTorch decomposes it, ``version_skew`` where that PyTorch lacks it."""
+        name = normalize(op)
+        key = "api:" + name
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = self._resolve_api(name)
+        return hit
+
+    def _resolve_api(self, name: str) -> Support:
+        tops = self.torch_ops
+        base = name.partition(".")[0]
+        if tops is None:
+            return self._before_tables(base, base=True) or Support(
+                "unknown", note=f"no PyTorch {self.release.torch} op table is staged")
+        if name in self._native or base in self._native:
+            return Support("native", note=f"{self.release.package or self.release.vendor} registers a kernel for it")
+        op = tops.get(name)
+        if op is None and not tops.has_base(base):
+            return self._skew(base, 0, base=True)
+        if op is None or op.implicit:  # (recorded by its base name: some overload of it)
+            return Support("composite", note=f"CompositeImplicitAutograd in PyTorch {tops.version}: "
+                                             "it runs as its decomposition")
+        return self.resolve(name)  # the release's PyTorch has kernels for it: judged as an op
+
+    def _skew(self, name: str, depth: int, *, base: bool = False) -> Support:
+        """An op the op table of the release's PyTorch lacks."""
+        tops = self.torch_ops
+        assert tops is not None
+        eq = equivalents().get(name)
+        if eq is not None and tops.get(eq.older) is not None and depth < _MAX_DEPTH:
+            s = self._cache.get(eq.older) or self._resolve(eq.older, depth + 1)
+            return Support(s.status, via=eq.older, note=f"PyTorch {tops.version} has no {name}: {eq.note}"
+                           + (f"; {s.note}" if s.note else ""), leaves=s.leaves, since=s.since)
+        h = self.history
+        added = h.added_after(name, tops.version, base=base) if h is not None else None
+        if added is not None:
+            return Support("version_skew", note=f"not an op of PyTorch {tops.version}: PyTorch {added} added it; "
+                           f"the model needs PyTorch >= {added} here, or a re-trace under PyTorch {tops.version}",
+                           since=added)
+        last = h.last_before(name, tops.version, base=base) if h is not None else None
+        if last is not None:
+            return Support("version_skew", note=f"not an op of PyTorch {tops.version}: PyTorch {last} was the last "
+                           f"with it; re-trace under PyTorch {tops.version}")
+        return Support("unknown", note=f"not an op of PyTorch {tops.version}, nor of any staged PyTorch release")
+
+    def _before_tables(self, name: str, *, base: bool = False) -> Support | None:
+        """On a release whose PyTorch is older than every staged op table: version_skew for an op that the
+        oldest table lacks and a later one has (PyTorch added it after that release too), else None."""
+        h = self.history
+        torch = self.release.torch
+        if h is None or not h.tables or not version_key(torch):
+            return None
+        oldest = h.tables[0]
+        if version_key(torch) >= version_key(oldest.version):
+            return None
+        if oldest.has_base(name) if base else oldest.get(name) is not None:
+            return None
+        added = h.added_after(name, oldest.version, base=base)
+        if added is None:
+            return None
+        return Support("version_skew", note=f"not an op of PyTorch {torch}: PyTorch {added} added it (PyTorch "
+                       f"{oldest.version}, the oldest staged op table, lacks it); the model needs PyTorch >= {added}",
+                       since=added)
 
     def _composite(self, op: TorchOp, depth: int) -> Support:
         leaves = tuple(self._leaves(op))
@@ -374,6 +466,8 @@ class Matrix:
             ops = [self._choice_op(o, name, choice, is_cpu_pick) for o in path.ops]
             if tops is not None:
                 ops = [o for o in ops if tops.get(o) is not None or o in self._native]
+            else:  # older than every op table: a path op PyTorch added later (_safe_softmax) is no part of it
+                ops = [o for o in ops if o in self._native or self._before_tables(o) is None]
             if not ops:
                 continue
             statuses = [(o, self._resolve(o, 1)) for o in ops]

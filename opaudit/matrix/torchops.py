@@ -59,6 +59,7 @@ class TorchOps:
         self._ops: dict[str, TorchOp] = dict(ops or {})
         self._raw: dict[str, str] = raw or {}  # name -> the rest of its tsv line, not parsed yet
         self._delegators: dict[str, list[str]] | None = None  # .out op -> the ops delegating to it
+        self._bases: set[str] | None = None
 
     @property
     def ops(self) -> dict[str, TorchOp]:
@@ -86,6 +87,12 @@ class TorchOps:
 
     def __contains__(self, name: str) -> bool:
         return name in self._ops or name in self._raw
+
+    def has_base(self, base: str) -> bool:
+        """Whether any overload of ``base`` (``flatten``: ``flatten.using_ints``, ...) is an op here."""
+        if self._bases is None:
+            self._bases = {n.partition(".")[0] for n in (*self._ops, *self._raw)}
+        return base in self._bases
 
     def kernel_on(self, name: str, key: str) -> bool:
         """Whether ``name`` runs a kernel registered for ``key``, directly or through its delegate."""
@@ -185,6 +192,49 @@ def parse_native_functions(path: Path, version: str) -> TorchOps:
                 if a:
                     ops.setdefault(a, TorchOp(a, frozenset({CEA}), None, frozenset(), True, False))
     return TorchOps(version, ops)
+
+
+class OpHistory:
+    """The staged op tables in release order: in which PyTorch release an op appears, or went away.
+
+    Answers for an op that the op table of a target's PyTorch lacks: the first later release that
+    has it (the model was traced under a newer PyTorch), else the last earlier one (an op PyTorch
+    has since removed). ``base=True`` asks about any overload of a base name.
+    """
+
+    def __init__(self, tables: list[TorchOps]):
+        self.tables = sorted(tables, key=lambda t: version_key(t.version))
+
+    def _has(self, table: TorchOps, name: str, base: bool) -> bool:
+        return table.has_base(name) if base else table.get(name) is not None
+
+    def added_after(self, name: str, version: str, *, base: bool = False) -> str | None:
+        """The first release newer than ``version`` whose table has ``name``."""
+        key = version_key(version)
+        for t in self.tables:
+            if version_key(t.version) > key and self._has(t, name, base):
+                return t.version
+        return None
+
+    def last_before(self, name: str, version: str, *, base: bool = False) -> str | None:
+        """The newest release older than ``version`` whose table has ``name``."""
+        key = version_key(version)
+        for t in reversed(self.tables):
+            if version_key(t.version) < key and self._has(t, name, base):
+                return t.version
+        return None
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """``"2.14.1"`` -> ``(2, 14, 1)``: release numbers compared as numbers."""
+    return tuple(int(x) for x in re.findall(r"\d+", version.split("+")[0])[:3])
+
+
+@cache
+def op_history(db: Path) -> OpHistory:
+    """The op tables of every staged PyTorch release in ``db``/pytorch."""
+    versions = sorted(p.name[len("ops-"):-len(".tsv")] for p in (db / "pytorch").glob("ops-*.tsv"))
+    return OpHistory([load_torch_ops(db, v) for v in versions])
 
 
 @cache

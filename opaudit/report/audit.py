@@ -17,12 +17,13 @@ from rich.table import Table
 from rich.text import Text
 
 from opaudit import __version__
-from opaudit.audit import Audit, OpGroup, Verdict, host_summary, short, source_name
+from opaudit.audit import Audit, OpGroup, Verdict, host_summary, short, skew_span, source_name
 from opaudit.report.matrix import _STATUS_STYLE
 
 SCHEMA = "opaudit-audit"
 SCHEMA_VERSION = 1
-_VERDICT_STYLE = {"runs": "green", "cpu_fallback": "yellow", "uncertain": "dim", "fails": "bold red"}
+_VERDICT_STYLE = {"runs": "green", "cpu_fallback": "yellow", "uncertain": "dim", "fails": "bold red",
+                  "version_skew": "magenta"}
 
 
 def _verdict_text(v: Verdict) -> Text:
@@ -55,7 +56,8 @@ def render_audit(a: Audit, console: Console, *, top: int = 12) -> None:
     if host:
         console.print(Text(host, style="dim"), overflow="fold")
     df = a.frame
-    df = df[df["selected"] & df["status"].isin(["missing", "cpu_fallback", "unknown"]) & (df["kind"] != "choice")]
+    df = df[df["selected"] & df["status"].isin(["missing", "cpu_fallback", "unknown", "version_skew"])
+            & (df["kind"] != "choice")]
     by_target = dict(list(df.groupby("target", sort=False, observed=True)))
     for v in a.selected_verdicts:
         if v.verdict == "runs" and not v.advice:
@@ -89,10 +91,12 @@ def render_audit(a: Audit, console: Console, *, top: int = 12) -> None:
         o.add_column("natively", overflow="fold")
         o.add_column("with CPU fallback", overflow="fold")
         o.add_column("releases that run it", justify="right", no_wrap=True)
+        o.add_column("PyTorch too old", overflow="fold")
         for vendor, rels in a.landscape().items():
             n = sum(v.runs for v in rels)
             o.add_row(vendor, oldest[vendor]["native"] or Text("none", style="red"),
-                      oldest[vendor]["runs"] or Text("none", style="red"), f"{n}/{len(rels)}")
+                      oldest[vendor]["runs"] or Text("none", style="red"), f"{n}/{len(rels)}",
+                      Text(skew_span(oldest[vendor]["version_skew"]), style="magenta"))
         console.print(o)
 
 
@@ -188,18 +192,19 @@ def markdown_text(a: Audit, *, top: int = 15) -> str:
     """For a pull-request comment: the verdicts, then the ops to look at per target."""
     m = a.trace.meta
     src = source_name(a.trace)
+    distinct = len({g.op for g in a.groups if g.kind != "api"})
     lines = [f"### opaudit: will {_code(src)} run?", "",
-             f"{len({g.op for g in a.groups})} distinct ops ({', '.join(m.phases)}), traced in {m.mode} mode "
+             f"{distinct} distinct ops ({', '.join(m.phases)}), traced in {m.mode} mode "
              f"on {m.device}{' (simulated on the CPU)' if m.simulated else ''}, torch {m.torch_version}.", "",
              "| target | PyTorch | verdict |", "| --- | --- | --- |"]
-    icon = {"runs": "✅", "cpu_fallback": "⚠️", "uncertain": "❔", "fails": "❌"}
+    icon = {"runs": "✅", "cpu_fallback": "⚠️", "uncertain": "❔", "fails": "❌", "version_skew": "⏫"}
     for v in a.selected_verdicts:
         lines.append(f"| {_code(v.target)} | {v.torch} | {icon[v.verdict]} {_md(v.summary)} |")
     host = host_summary(a)
     if host:
         lines += ["", _md(host) + "."]
     df = a.frame
-    df = df[df["selected"] & df["status"].isin(["missing", "cpu_fallback"]) & (df["kind"] != "choice")]
+    df = df[df["selected"] & df["status"].isin(["missing", "cpu_fallback", "version_skew"]) & (df["kind"] != "choice")]
     by_target = dict(list(df.groupby("target", sort=False, observed=True)))
     for v in a.selected_verdicts:
         rows = by_target.get(v.target, df.iloc[:0])
@@ -221,9 +226,10 @@ def markdown_text(a: Audit, *, top: int = 15) -> str:
     oldest = a.oldest_running()
     if len(a.verdicts) > len(a.selected):
         lines += ["", f"Oldest release that runs it ({len(a.verdicts)} releases checked):", "",
-                  "| vendor | natively | with CPU fallback |", "| --- | --- | --- |"]
+                  "| vendor | natively | with CPU fallback | PyTorch too old |", "| --- | --- | --- | --- |"]
         for vendor, o in oldest.items():
-            lines.append(f"| {vendor} | {_md(o['native'] or 'none')} | {_md(o['runs'] or 'none')} |")
+            lines.append(f"| {vendor} | {_md(o['native'] or 'none')} | {_md(o['runs'] or 'none')} | "
+                         f"{_md(skew_span(o['version_skew']))} |")
     for st in a.fallback:
         lines += ["", f"Fallback on {_code(st.target)} ({st.kind}):", "",
                   "| op | path | calls | moved | ms |", "| --- | --- | --- | --- | --- |"]

@@ -12,15 +12,17 @@ import json
 from typing import Any
 
 from opaudit import __version__
-from opaudit.audit import VERDICTS, Audit, host_summary, source_name
+from opaudit.audit import VERDICTS, Audit, host_summary, skew_span, source_name
 from opaudit.data import data_dir
 from opaudit.fallback.stats import PATH_TEXT
 from opaudit.matrix.matrix import STATUSES
 
 TEMPLATE = "audit.html.j2"
-VERDICT_COLOURS = {"runs": "#2e9d58", "cpu_fallback": "#e0a526", "uncertain": "#a3a9b3", "fails": "#d6453d"}
+VERDICT_COLOURS = {"runs": "#2e9d58", "cpu_fallback": "#e0a526", "uncertain": "#a3a9b3", "fails": "#d6453d",
+                   "version_skew": "#7b5cc4"}
 STATUS_COLOURS = {"native": "#2e9d58", "composite": "#4a90c8", "cpu_fallback": "#e0a526",
-                  "opaudit_fallback": "#c07ad6", "missing": "#d6453d", "unknown": "#a3a9b3"}
+                  "opaudit_fallback": "#c07ad6", "missing": "#d6453d", "version_skew": "#7b5cc4",
+                  "unknown": "#a3a9b3"}
 
 
 def payload(a: Audit) -> dict[str, Any]:
@@ -81,19 +83,20 @@ def html_text(a: Audit, *, title: str | None = None, lint: Any = None) -> str:
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     m = a.trace.meta
     src = source_name(a.trace)
-    counts = {p: len({g.op for g in a.groups if g.phase == p and g.kind != "choice"}) for p in m.phases}
+    counts = {p: len({g.op for g in a.groups if g.phase == p and g.kind not in ("choice", "api")}) for p in m.phases}
     return env.get_template(TEMPLATE).render(
         title=title or f"opaudit: {src}",
         source=src,
         meta=m,
         phase_counts=counts,
-        distinct_ops=len({g.op for g in a.groups if g.kind != "choice"}),
+        distinct_ops=len({g.op for g in a.groups if g.kind not in ("choice", "api")}),
         verdicts=a.selected_verdicts,
         verdict_names=VERDICTS,
         verdict_colours=VERDICT_COLOURS,
         status_colours=STATUS_COLOURS,
         heat=heatmap(a),
         oldest=a.oldest_running(),
+        skew_span=skew_span,
         landscape=a.landscape(),
         released=len(a.verdicts),
         data_json=_script_json(payload(a)),

@@ -13,7 +13,8 @@ from opaudit.matrix import Database, Matrix, Support, provenance
 from opaudit.matrix.coverage import Coverage, Diff, compatibility
 
 _STATUS_STYLE = {"native": "green", "composite": "cyan", "cpu_fallback": "yellow", "opaudit_fallback": "yellow",
-                 "missing": "bold red", "unknown": "dim"}
+                 "missing": "bold red", "version_skew": "magenta",
+                 "unknown": "dim"}
 
 
 def status_text(s: Support) -> Text:

@@ -152,6 +152,9 @@ def _phase_table(rows, width: int) -> Table:
         elif r.kind == "custom":
             op.stylize("bold yellow")
             op.append(" [custom]", style="yellow")
+        elif r.kind == "api":
+            op.stylize("dim")
+            op.append(" [api]", style="dim")
         cells: list[Text | str] = [op, "" if pd.isna(r.calls) else f"{int(r.calls):,}", _short(r.dtypes, 2),
                                    _short(r.modules, 2)]
         if with_source:

@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode_temporaril
 from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_dispatch_mode
 
 from opaudit.matrix.registrations import read as read_registration
+from opaudit.trace.apis import ApiWatch
 from opaudit.trace.attribution import HINT_NONE, HINT_OPTIMIZER, ModuleStack, source_locator
 from opaudit.trace.autocast import policy_dtypes
 from opaudit.trace.choices import ChoiceWatch
@@ -484,10 +485,13 @@ _FOREACH_NOT_POINTWISE = frozenset({"aten::_foreach_norm", "aten::_foreach_max",
 
 @contextmanager
 def recording(rec: Recording) -> Iterator[Recording]:
-    """Run the body under the recorder, with modules and device-selected entry points watched."""
+    """Run the body under the recorder, with modules, device-selected entry points and the
+    CompositeImplicitAutograd functions the model calls (apis.py) watched."""
     watch = ChoiceWatch(rec.choice)
+    apis = ApiWatch(rec)
     rec.modules.install()
     watch.install()
+    apis.install()
     rec.mode = _OpRecorder(rec)
     try:
         with rec.mode:
@@ -495,5 +499,6 @@ def recording(rec: Recording) -> Iterator[Recording]:
     finally:
         rec.mode = None
         rec.ended = time.perf_counter()
+        apis.remove()
         watch.remove()
         rec.modules.remove()

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 SCHEMA = "opaudit-trace"
 SCHEMA_VERSION = 2  # 2: records say where their tensors live (``where``), casts their output dtype
 PHASES = ("forward", "backward", "optimizer")
-KINDS = ("op", "custom", "choice")
+KINDS = ("op", "custom", "choice", "api")
 PLACES = ("device", "host", "mixed")
 
 
@@ -30,7 +30,9 @@ class OpRecord:
     ``kind`` is ``op`` for an aten op as a backend receives it, ``custom`` for an op of another
     namespace (a vendor's ``npu::``, a user's ``torch.library`` op), and ``choice`` for a call of a
     composite whose kernel PyTorch picks per device (see coverage_db/curated/device_selected.toml);
-    the backward ops of what the choice ran carry its name in ``within``.
+    the backward ops of what the choice ran carry its name in ``within``. ``api`` is a call of a
+    CompositeImplicitAutograd function (``aten::rms_norm.default``), recorded above its decomposition
+    (trace/apis.py): no backend receives it, but the target's PyTorch must have it.
 
     ``where`` says where the call's tensors lived while tracing on a device (simulated cuda, meta):
     ``device``; ``host`` (every tensor on the CPU: an optimizer's step counters, ``.item()`` reads, CPU
@@ -164,14 +166,14 @@ class Trace:
         return sum(
             r.calls
             for r in self.records
-            if (op is None or r.op == op) and (phase is None or r.phase == phase) and r.kind != "choice"
+            if (op is None or r.op == op) and (phase is None or r.phase == phase) and r.kind not in ("choice", "api")
         )
 
     def by_op(self) -> Counter[tuple[str, str]]:
-        """Calls per (phase, op), choice records excluded."""
+        """Calls per (phase, op), choice and api records excluded."""
         c: Counter[tuple[str, str]] = Counter()
         for r in self.records:
-            if r.kind != "choice":
+            if r.kind not in ("choice", "api"):
                 c[(r.phase, r.op)] += r.calls
         return c
 

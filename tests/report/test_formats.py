@@ -33,6 +33,8 @@ def test_json_follows_its_schema_and_the_frame(resnet_audit):
     f = a.frame
     for t in doc["targets"]:
         rows = f[(f["target"] == t["target"]) & (f["kind"] != "choice")]
+        # an API whose PyTorch has it is not an op anyone must provide: its decomposition's ops count
+        rows = rows[(rows["kind"] != "api") | ~rows["status"].isin(["native", "composite"])]
         assert t["ops"] == {s: int(n) for s, n in rows["status"].value_counts().items() if n}
     for i, op in enumerate(doc["ops"]):
         for key, r in op["results"].items():
