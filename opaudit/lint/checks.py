@@ -94,15 +94,33 @@ class Plan:
 
 
 def dotted(node: cst.CSTNode) -> str | None:
-    """``a.b.c`` for a chain of Names and Attributes, else None."""
+    """``a.b.c`` for a chain of Names and Attributes, else None. ``getattr(a, "b")`` (with or without a
+    default) is the attribute ``a.b`` written dynamically."""
     parts = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
-        node = node.value
+    while True:
+        if isinstance(node, cst.Attribute):
+            parts.append(node.attr.value)
+            node = node.value
+            continue
+        name = _getattr_name(node)
+        if name is None:
+            break
+        parts.append(name)
+        node = node.args[0].value  # type: ignore[attr-defined]
     if not isinstance(node, cst.Name):
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))
+
+
+def _getattr_name(node: cst.CSTNode) -> str | None:
+    """The attribute name of ``getattr(x, "name")`` / ``getattr(x, "name", default)``, else None."""
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name) or node.func.value != "getattr":
+        return None
+    if not 2 <= len(node.args) <= 3 or any(a.keyword is not None or a.star for a in node.args):
+        return None
+    name = string_value(node.args[1].value)
+    return name if name is not None and name.isidentifier() else None
 
 
 def expr(code: str) -> cst.BaseExpression:
@@ -144,6 +162,8 @@ class FileCheck:
         self.handled: set[int] = set()  # nodes a more specific rule already looked at
         self.shadows: list[set[str]] = []  # per enclosing function: its parameters and local assignments
         self.current: cst.CSTNode | None = None  # the node whose handler runs
+        self.library_names: dict[str, str] = {}  # a name bound by importing a CUDA-only library -> its rule
+        self.callable_aliases: dict[str, str] = {}  # precision_scope = torch.autocast -> "torch.autocast"
         self.plan = Plan()
         self.defines_cuda_method = b"def cuda(" in source
         self.api_exact, self.api_prefix, self.modules, self.env_names, self.env_prefixes = \
@@ -465,14 +485,23 @@ def _visit_import(c: FileCheck, node: cst.Import | cst.ImportFrom) -> None:
             names = [module]
         else:
             names = [f"{module}.{dotted(a.name)}" for a in node.names] + [module]
+    _remember_library_names(c, node)
     for name in names:
-        parts = name.split(".")
-        code = next((c.modules[".".join(parts[:n])] for n in range(len(parts), 0, -1)
-                     if ".".join(parts[:n]) in c.modules), None)
+        code = _library_rule(c, name)
         if code is not None:
             rule = c.rules[code]
-            c.report(node, code, f"{rule.summary}: `{name}`")
+            heuristic = code == "OA714" and _compiled_extension(name)
+            c.report(node, code, f"{rule.summary}: `{name}`", heuristic=heuristic)
             return
+    cuda_module = next((n for n in names if _cuda_module(n)), None)
+    if cuda_module is not None:
+        code = lookup(c.api_exact, c.api_prefix, cuda_module)
+        if code in ("OA306", "OA416") and c.on(code):
+            c.report(node, code, f"{c.rules[code].summary}: `{cuda_module}`")
+            return
+        if c.on("OA419"):
+            shown = cuda_module
+            c.report(node, "OA419", f"{c.rules['OA419'].summary}: `{shown}`")
     if isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None and \
             not isinstance(node.names, cst.ImportStar):
         # `from torch.utils.cpp_extension import CUDA_HOME` and friends: the imported object is an API
@@ -484,8 +513,52 @@ def _visit_import(c: FileCheck, node: cst.Import | cst.ImportFrom) -> None:
                 c.report(a, code, f"{c.rules[code].summary}: `{q}`")
 
 
+CUDA_MODULES = ("torch.cuda", "torch.backends.cudnn", "torch.backends.cuda")
+COMPILED_EXTENSION = re.compile(r"[A-Za-z]\w*_cuda(?:_\w+)?")
+
+
+def _cuda_module(name: str) -> bool:
+    """Whether an imported name is (or is under) a CUDA-only torch module: torch.cuda, torch.cuda.amp,
+    torch.backends.cudnn, torch.backends.cuda."""
+    return any(name == m or name.startswith(m + ".") for m in CUDA_MODULES)
+
+
+def _compiled_extension(name: str) -> bool:
+    """A compiled CUDA extension module by its name: selective_scan_cuda, causal_conv1d_cuda."""
+    return not name.startswith("torch") and COMPILED_EXTENSION.fullmatch(name.split(".")[0]) is not None
+
+
+def _library_rule(c: FileCheck, name: str) -> str | None:
+    """The rule of the CUDA-only library that ``name`` (a module or a name in it) comes from."""
+    parts = name.split(".")
+    code = next((c.modules[".".join(parts[:n])] for n in range(len(parts), 0, -1)
+                 if ".".join(parts[:n]) in c.modules), None)
+    if code is None and _compiled_extension(name) and "OA714" in c.selected:
+        code = "OA714"
+    return code
+
+
+def _remember_library_names(c: FileCheck, node: cst.Import | cst.ImportFrom) -> None:
+    """The names an import of a CUDA-only library binds, so that their uses are found too."""
+    if isinstance(node, cst.ImportFrom) and (node.relative or node.module is None or
+                                             isinstance(node.names, cst.ImportStar)):
+        return
+    for alias in node.names:  # type: ignore[union-attr]
+        full = dotted(alias.name) or ""
+        if isinstance(node, cst.ImportFrom):
+            full = f"{dotted(node.module) or ''}.{full}"  # type: ignore[arg-type]
+        code = _library_rule(c, full)
+        if code is None:
+            continue
+        asname = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else None
+        bound = asname or (full.rsplit(".", 1)[-1] if isinstance(node, cst.ImportFrom) else full.split(".")[0])
+        c.library_names[bound] = code
+
+
 def _is_maximal_chain(c: FileCheck, node: cst.CSTNode) -> bool:
     parent = c.parent
+    if isinstance(node, cst.Name) and isinstance(parent, (cst.AssignTarget, cst.For, cst.AsName, cst.CompFor)):
+        return False  # a name being bound, not used
     if isinstance(parent, cst.Attribute):
         return False  # the enclosing chain (or, for `.attr`, the chain this name ends) is the one to check
     if isinstance(parent, (cst.ImportAlias, cst.AsName, cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportFrom)):
@@ -510,6 +583,8 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
         _visit_attribute_syntax(c, node)
     q = c.qualname(node)
     if q is None:
+        return
+    if c.library_names and _library_use(c, node, q):
         return
     if q == "torch.cuda" and c.on("OA418") and isinstance(c.parent, (cst.Assign, cst.AnnAssign)):
         c.report(node, "OA418", "an alias of torch.cuda hides which CUDA APIs the file uses")
@@ -550,6 +625,18 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
         message += f" (no equivalent on {c.target.name})" if not c.target.neutral else \
             f" (no neutral equivalent for torch >= {c.min_torch})"
     c.report(node, code, message, suggestion=suggestion)
+
+
+def _library_use(c: FileCheck, node: cst.CSTNode, q: str) -> bool:
+    """A use of a name from a CUDA-only library (flash_attn_func(...), @triton.jit, tl.load, bnb.optim...):
+    reported where it is used, since that is the code to port, unless a more specific rule owns it."""
+    root = (dotted(node) or "").split(".")[0]
+    code = c.library_names.get(root)
+    if code is None or lookup(c.api_exact, c.api_prefix, q) is not None:
+        return False
+    c.report(node, code, f"{c.rules[code].summary}: `{q}` used here",
+             heuristic=code == "OA714" and _compiled_extension(q))
+    return True
 
 
 def _api_target(c: FileCheck, rule: Rule, qualname: str) -> str | None:
@@ -601,12 +688,40 @@ def _visit_attribute_syntax(c: FileCheck, node: cst.Attribute) -> None:
 
 def _visit_call(c: FileCheck, node: cst.Call) -> None:
     func = node.func
+    if _getattr_name(node) is not None and _is_maximal_chain(c, node):
+        _visit_chain(c, node)  # type: ignore[arg-type]
     q = c.qualname(func)
+    if q is None and isinstance(func, cst.Name) and func.value in c.callable_aliases and \
+            not any(func.value in names for names in c.shadows):
+        q = c.callable_aliases[func.value]  # precision_scope = autocast; precision_scope("cuda")
     if q is not None:
         _call_by_name(c, node, q)
+    elif isinstance(func, cst.Name) and func.value == "dict" and c.on("OA207"):
+        _fused_flags(c, [(a.keyword.value, a.value) for a in node.args if a.keyword is not None])
     if isinstance(func, cst.Attribute):
         _call_by_method(c, node, func)
     _device_kwargs(c, node, q)
+
+
+def _fused_flags(c: FileCheck, items: list[tuple[str | None, cst.BaseExpression]]) -> None:
+    """``dict(fused=True)`` / ``{"fused": True}``: optimizer flags passed on through ``**kwargs``."""
+    for key, value in items:
+        if key in ("fused", "capturable") and isinstance(value, cst.Name) and value.value == "True":
+            c.report(value, "OA207", f"{c.rules['OA207'].summary} (`{key}=True` passed on to an optimizer)",
+                     heuristic=True)
+
+
+def _visit_assign(c: FileCheck, node: cst.Assign) -> None:
+    """``name = torch.autocast`` (or ``autocast if cond else nullcontext``): calls of ``name`` take a device
+    type as the original does."""
+    if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+        return
+    values = [node.value.body, node.value.orelse] if isinstance(node.value, cst.IfExp) else [node.value]
+    for v in values:
+        q = c.qualname(v) if isinstance(v, (cst.Name, cst.Attribute)) else None
+        if q in DEVICE_ARGS:
+            c.callable_aliases[node.targets[0].target.value] = q
+            return
 
 
 def _arg(node: cst.Call, index: int, keyword: str | None = None) -> cst.Arg | None:
@@ -1109,6 +1224,9 @@ def _visit_string(c: FileCheck, node: cst.SimpleString) -> None:
     if s == "torch.distributed.launch" and c.on("OA505") and isinstance(parent, (cst.Arg, cst.Element)):
         c.report(node, "OA505", c.rules["OA505"].summary, suggestion="torchrun")
         return
+    if s in ("nccl", "NCCL") and c.on("OA301"):
+        _nccl_value(c, node, s)
+        return
     if not DEVICE.fullmatch(s) or not c.on("OA103") or c.target.keeps_cuda:
         return
     if _device_table(c, node, parent) or not _holds_a_device(c, node, parent):
@@ -1145,6 +1263,38 @@ def _device_table(c: FileCheck, node: cst.SimpleString, parent: cst.CSTNode | No
         c.report(node, "OA105", f"a table keyed by device type has 'cuda' but no {what}: a lookup by the "
                  "device's type will miss it", suggestion=None)
     return True
+
+
+def _nccl_value(c: FileCheck, node: cst.SimpleString, s: str) -> None:
+    """"nccl" held for later (``backend = "nccl"``, ``default="nccl"``, a dict value, a branch of
+    ``"NCCL" if gpu else "GLOO"``): the value the backend will be. Rewritten with --unsafe-fixes, since
+    where the value goes is not seen here."""
+    depth = len(c.stack)
+    child: cst.CSTNode = node
+    while depth > 0 and isinstance(c.stack[depth - 1], (cst.IfExp, cst.BooleanOperation)) and \
+            getattr(c.stack[depth - 1], "test", None) is not child:
+        child = c.stack[depth - 1]
+        depth -= 1
+    parent = c.stack[depth - 1] if depth > 0 else None
+    saved = c.stack
+    c.stack = c.stack[:depth]
+    try:
+        holds = _holds_a_device(c, child, parent) or (isinstance(parent, cst.Arg) and parent.keyword is not None
+                                                     and parent.keyword.value in ("backend", "dist_backend"))
+    finally:
+        c.stack = saved
+    if not holds:
+        return
+    t = c.target
+    if t.keeps_cuda:
+        return
+    new: cst.CSTNode | None = None
+    if t.dist_backend:
+        new = with_value(node, t.dist_backend.upper() if s.isupper() else t.dist_backend)
+    elif t.neutral and c.acc is not None and version_at_least(c.min_torch, "2.6"):
+        new = expr(f"torch.distributed.get_default_backend_for_device({c.acc})")
+    c.report(node, "OA301", f"{c.rules['OA301'].summary}: '{s}' (a value held for later: check where it goes)",
+             new, heuristic=True, fix="unsafe")
 
 
 def _holds_a_device(c: FileCheck, node: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
@@ -1254,8 +1404,15 @@ def _visit_subscript(c: FileCheck, node: cst.Subscript) -> None:
 
 
 def _visit_dict(c: FileCheck, node: cst.Dict) -> None:
-    if any(isinstance(e, cst.StarredDictElement) and c.qualname(e.value) == "os.environ" for e in node.elements):
-        _env_dict(c, node)
+    """Environment variable names as keys (an env dict for subprocess or os.environ.update, built anywhere),
+    optimizer flags passed on through **kwargs."""
+    for e in node.elements:
+        if isinstance(e, cst.DictElement):
+            s = string_value(e.key)
+            if s is not None and (s in c.env_names or s.startswith(tuple(c.env_prefixes))):
+                _env_string(c, e.key)
+    if c.on("OA207"):
+        _fused_flags(c, [(string_value(e.key), e.value) for e in node.elements if isinstance(e, cst.DictElement)])
 
 
 def _env_dict(c: FileCheck, node: cst.Dict) -> None:
@@ -1303,4 +1460,5 @@ _HANDLERS: dict[type, Any] = {
     cst.IfExp: _visit_ifexp,
     cst.Subscript: _visit_subscript,
     cst.Dict: _visit_dict,
+    cst.Assign: _visit_assign,
 }
