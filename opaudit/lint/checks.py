@@ -74,6 +74,7 @@ class Report:
     fix: str | None = None  # overrides the rule's fix class for this finding (a literal outside a device position)
     statement: cst.CSTNode | None = None  # the innermost statement holding the node (for its position)
     ancestors: frozenset[int] = frozenset()  # ids of the nodes above it (a fix rebuilds only those)
+    conjunction: int | None = None  # id of the outermost `and` / `or` holding it
 
 
 @dataclass
@@ -164,6 +165,12 @@ class FileCheck:
         self.current: cst.CSTNode | None = None  # the node whose handler runs
         self.library_names: dict[str, str] = {}  # a name bound by importing a CUDA-only library -> its rule
         self.callable_aliases: dict[str, str] = {}  # precision_scope = torch.autocast -> "torch.autocast"
+        # device strings followed through names: `device = "cuda"` ... `"cuda" in device`
+        self.device_values: list[tuple[str, Report]] = []  # (name, the report of a CUDA string it is assigned)
+        self.device_probes: list[tuple[str, Report, cst.CSTNode | None]] = []  # (name, report, its rewrite)
+        self.device_names: set[str] = set()  # names passed where a device goes
+        self.backend_values: list[tuple[str, Report]] = []  # backend = "nccl"
+        self.backend_names: set[str] = set()  # init_process_group(backend=backend)
         self.plan = Plan()
         self.defines_cuda_method = b"def cuda(" in source
         self.api_exact, self.api_prefix, self.modules, self.env_names, self.env_prefixes = \
@@ -226,9 +233,44 @@ class FileCheck:
             statement = node
         # the nodes above it: those of the walk, then those between the node being handled and it
         above = [*self.stack, *_path(self.current, node)]
+        conjunction = next((id(n) for n in self.stack if isinstance(n, cst.BooleanOperation)), None)
         report = Report(node, code, message, replacement, suggestion, heuristic or rule.heuristic, fix, statement,
-                        frozenset(id(n) for n in above))
+                        frozenset(id(n) for n in above), conjunction)
         self.plan.reports.append(report)
+
+    def name_key(self, node: cst.CSTNode) -> str | None:
+        """The name a device value is kept in (``device``, ``args.device``), qualified by the function that
+        binds it where a parameter or local of that function holds it."""
+        d = dotted(node)
+        if d is None or isinstance(node, cst.Call):
+            return None
+        root = d.split(".")[0]
+        for i in range(len(self.shadows) - 1, -1, -1):
+            if root in self.shadows[i]:
+                return f"{i}:{id(self.shadows[i])}:{d}"
+        return d
+
+    def assigned_name(self, node: cst.CSTNode) -> str | None:
+        """The name an assignment binds to a value holding ``node`` (through conditionals, and/or, and the
+        parts of a device string built at run time), else None."""
+        child = node
+        for parent in reversed(self.stack):
+            if isinstance(parent, cst.Assign):
+                if len(parent.targets) == 1 and parent.value is child:
+                    return self.name_key(parent.targets[0].target)
+                return None
+            if isinstance(parent, (cst.AnnAssign,)):
+                return self.name_key(parent.target) if parent.value is child else None
+            if isinstance(parent, cst.IfExp) and parent.test is child:
+                return None
+            if not isinstance(parent, (cst.IfExp, cst.BooleanOperation, cst.FormattedString, cst.BinaryOperation,
+                                       cst.FormattedStringText, cst.Attribute, cst.Call)):
+                return None
+            if isinstance(parent, cst.Call) and not (isinstance(parent.func, cst.Attribute)
+                                                     and parent.func.attr.value == "format"):
+                return None
+            child = parent
+        return None
 
     def _through_torch_alias(self, new: cst.BaseExpression) -> cst.BaseExpression:
         """A replacement that names ``torch.`` written with the file's own name for torch (``import torch as
@@ -248,6 +290,89 @@ class FileCheck:
         return expr(_TORCH_NAME.sub(alias + ".", code)) if alias != "torch" or code != _code(new) else new
 
     def finish(self) -> None:
+        for name, r in self.backend_values:
+            if name in self.backend_names and r.replacement is not None:
+                r.fix = "safe"  # backend = "nccl" ... init_process_group(backend=backend)
+                r.message = r.message.replace(" (a value held for later: check where it goes)", "")
+        self._stuck_probes()
+        self._device_flow()
+        self._conjunctions()
+
+    def _device_flow(self) -> None:
+        """Device-type probes go with the device strings they test. ``device = "cuda"``, ``device_type =
+        "cuda" if "cuda" in device else "cpu"`` and ``if device_type == "cuda":`` are one group: rewritten
+        together (a probe left as it was would now be false: no autocast, no fused optimizer, no pinned
+        memory), as a safe fix when one of its names reaches a device position (``.to(device)``,
+        ``device_type=device_type``), else with --unsafe-fixes."""
+        if not self.device_probes and not self.device_values:
+            return
+        parent: dict[str, str] = {}
+
+        def find(k: str) -> str:
+            while parent.get(k, k) != k:
+                k = parent[k]
+            return k
+
+        def union(a: str, b: str) -> None:
+            parent[find(a)] = find(b)
+
+        by_statement: dict[int, list[str]] = {}
+        for name, r in self.device_values:
+            find(name)
+            by_statement.setdefault(id(r.statement), []).append(name)
+        for name, r, _ in self.device_probes:
+            find(name)
+            for other in by_statement.get(id(r.statement), []):
+                union(name, other)  # device_type = "cuda" if "cuda" in device else "cpu"
+        groups: dict[str, list[tuple[Report, cst.CSTNode | None, bool]]] = {}
+        for name, r in self.device_values:
+            groups.setdefault(find(name), []).append((r, r.replacement, False))
+        for name, r, new in self.device_probes:
+            groups.setdefault(find(name), []).append((r, new, True))
+        reached = {find(n) for n in self.device_names if n in parent or find(n) in groups}
+        for root, members in groups.items():
+            if not any(probe for _, _, probe in members):
+                if root in reached:  # a device string kept in a name that is used as a device
+                    for r, new, _ in members:
+                        if new is not None:
+                            r.fix = "safe"
+                continue
+            if any(new is None for _, new, _ in members):
+                for r, _, _ in members:
+                    if r.replacement is not None:
+                        r.suggestion, r.replacement = _code(r.replacement), None
+                    r.message += " (not rewritten: a device string it goes with has no rewrite here)"
+                continue
+            cls = "safe" if root in reached else "unsafe"
+            for r, new, probe in members:
+                r.replacement, r.fix, r.suggestion = new, cls, None
+                if probe:
+                    r.message += " (ported with the device strings it tests)"
+
+    def _conjunctions(self) -> None:
+        """``torch.cuda.is_available() and torch.cuda.is_bf16_supported()`` is one question: its probes are
+        rewritten together (the strictest fix class of them) or not at all. Half a port would answer it
+        for two devices at once (bf16 silently becoming fp16)."""
+        groups: dict[int, list[Report]] = {}
+        for r in self.plan.reports:
+            if r.conjunction is not None and r.code in PROBE_RULES:
+                groups.setdefault(r.conjunction, []).append(r)
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            classes = {r.fix or self.rules[r.code].fix for r in members}
+            if any(r.replacement is None for r in members):
+                for r in members:
+                    if r.replacement is not None:
+                        r.suggestion, r.replacement = _code(r.replacement), None
+                        r.message += " (not rewritten: another probe in the same condition has no rewrite)"
+            elif len(classes) > 1:
+                strictest = "unsafe" if "unsafe" in classes else "safe"
+                for r in members:
+                    r.fix = strictest
+                    r.message += " (rewritten with the other probes of its condition)"
+
+    def _stuck_probes(self) -> None:
         """While a file still calls a CUDA-only API that nothing replaces, its CUDA probes stay CUDA probes:
         a rewritten ``torch.cuda.is_available()`` would send the target down a path that fails there
         (a guarded call, an early return, a flag stored for later), so those fixes become suggestions."""
@@ -359,6 +484,8 @@ class FileCheck:
 
 
 _TORCH_NAME = re.compile(r"(?<![\w.\"'])torch\.")
+# CUDA capability probes that are rewritten together when one condition holds several
+PROBE_RULES = {"OA117", "OA120", "OA116", "OA118", "OA119", "OA003", "OA303", "OA612"}
 _SKIPPED_FIELDS = ("whitespace", "lpar", "rpar", "comma", "semicolon", "equal", "colon", "dot", "leading_lines",
                    "lines_after_decorators", "header", "footer", "operator", "star", "asynchronous", "arrow",
                    "lbracket", "rbracket", "lbrace", "rbrace", "newline", "indent")
@@ -744,6 +871,10 @@ def _call_by_name(c: FileCheck, node: cst.Call, q: str) -> None:
                   cst.Arg(cst.SimpleString('"cpu"'), keyword=cst.Name("map_location"),
                           equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                                 whitespace_after=cst.SimpleWhitespace("")))])) if node.args else None)
+    if q in ("torch.cuda.set_device", "torch.cuda.device") and node.args:
+        key = c.name_key(node.args[0].value)
+        if key is not None:
+            c.device_names.add(key)
     if q in DEVICE_ARGS:
         index, code = DEVICE_ARGS[q]
         keyword = {"torch.device": "type", "torch.load": "map_location", "torch.Generator": "device"}.get(q)
@@ -901,6 +1032,9 @@ def _backend_string(c: FileCheck, call: cst.Call, arg: cst.Arg) -> None:
     (``"nccl" if cuda else "gloo"``) or a default (``args.backend or "nccl"``)."""
     value = arg.value
     t = c.target
+    key = c.name_key(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+    if key is not None:
+        c.backend_names.add(key)
     leaves = [v for v in _string_leaves(value) if _names_nccl(string_value(v) or "")]
     if not leaves:
         return
@@ -1010,7 +1144,7 @@ def _call_by_method(c: FileCheck, node: cst.Call, func: cst.Attribute) -> None:
         a = _arg(node, 0)
         if a is not None and string_value(a.value) in ("cuda", "cuda:"):
             c.handled.add(id(a.value))
-            _compare_suggestion(c, a.value)
+            _compare_suggestion(c, a.value, func.value)
     elif name == "add_argument" and c.on("OA505"):
         if any(string_value(a.value) in ("--local_rank", "--local-rank") for a in node.args):
             c.report(node, "OA505", c.rules["OA505"].summary, suggestion='int(os.environ["LOCAL_RANK"])')
@@ -1093,6 +1227,11 @@ def _device_string(c: FileCheck, value: cst.BaseExpression, code: str, *, type_o
 
     ``type_only``: the position takes a device type (no index); ``string_only``: it takes a string (the
     neutral form is then built from ``ACC.type``, not a torch.device)."""
+    if isinstance(value, (cst.Name, cst.Attribute)):
+        key = c.name_key(value)
+        if key is not None:
+            c.device_names.add(key)  # a name used as a device: the strings it holds are device strings
+        return
     if id(value) in c.handled:
         return
     t = c.target
@@ -1202,9 +1341,16 @@ def _dynamic_device(c: FileCheck, value: cst.CSTNode, *, safe: bool, code: str =
     if safe:
         c.report(part, code, message, new)
     else:
-        whole = value.deep_replace(part, new) if new is not None and part is not value else new
-        c.report(part, code, message + " (outside a device position: check it)",
-                 suggestion=_code(whole) if whole is not None else None)
+        key = c.assigned_name(value)
+        if key is None:
+            whole = value.deep_replace(part, new) if new is not None and part is not value else new
+            c.report(part, code, message + " (outside a device position: check it)",
+                     suggestion=_code(whole) if whole is not None else None)
+            return
+        # kept in a name (device = f"cuda:{rank}"): rewritten as the name's other device strings are
+        c.report(part, code, message + " (outside a device position: check it)", new, heuristic=True, fix="unsafe")
+        if c.plan.reports and c.plan.reports[-1].node is part:
+            c.device_values.append((key, c.plan.reports[-1]))
 
 
 def _visit_string(c: FileCheck, node: cst.SimpleString) -> None:
@@ -1229,8 +1375,12 @@ def _visit_string(c: FileCheck, node: cst.SimpleString) -> None:
         return
     if not DEVICE.fullmatch(s) or not c.on("OA103") or c.target.keeps_cuda:
         return
-    if _device_table(c, node, parent) or not _holds_a_device(c, node, parent):
+    if _device_table(c, node, parent):
         return
+    if not _holds_a_device(c, node, parent):
+        holder, above = _value_holder(c, node)  # device_type = "cuda" if "cuda" in device else "cpu"
+        if holder is node or not isinstance(above, (cst.Assign, cst.AnnAssign)):
+            return
     new: cst.CSTNode | None = None
     m = DEVICE.fullmatch(s)
     assert m is not None
@@ -1243,6 +1393,20 @@ def _visit_string(c: FileCheck, node: cst.SimpleString) -> None:
         new = with_value(node, c.device_text(m.group(1)) or "")
     c.report(node, "OA103", f"{c.rules['OA103'].summary}: '{s}' (outside a device position)", new, heuristic=True,
              fix="unsafe")
+    key = c.assigned_name(node)
+    if key is not None and c.plan.reports and c.plan.reports[-1].node is node:
+        c.device_values.append((key, c.plan.reports[-1]))
+
+
+def _value_holder(c: FileCheck, node: cst.CSTNode) -> tuple[cst.CSTNode, cst.CSTNode | None]:
+    """The outermost conditional or and/or whose value ``node`` can be (not its test), and what holds it."""
+    depth = len(c.stack)
+    child = node
+    while depth > 0 and isinstance(c.stack[depth - 1], (cst.IfExp, cst.BooleanOperation)) and \
+            getattr(c.stack[depth - 1], "test", None) is not child:
+        child = c.stack[depth - 1]
+        depth -= 1
+    return child, c.stack[depth - 1] if depth > 0 else None
 
 
 DEVICE_TYPES = {"cpu", "cuda", "mps", "xpu", "npu", "mlu", "musa", "hpu", "meta", "xla", "supa"}
@@ -1269,13 +1433,10 @@ def _nccl_value(c: FileCheck, node: cst.SimpleString, s: str) -> None:
     """"nccl" held for later (``backend = "nccl"``, ``default="nccl"``, a dict value, a branch of
     ``"NCCL" if gpu else "GLOO"``): the value the backend will be. Rewritten with --unsafe-fixes, since
     where the value goes is not seen here."""
+    child, parent = _value_holder(c, node)
     depth = len(c.stack)
-    child: cst.CSTNode = node
-    while depth > 0 and isinstance(c.stack[depth - 1], (cst.IfExp, cst.BooleanOperation)) and \
-            getattr(c.stack[depth - 1], "test", None) is not child:
-        child = c.stack[depth - 1]
+    while depth > 0 and c.stack[depth - 1] is not parent:
         depth -= 1
-    parent = c.stack[depth - 1] if depth > 0 else None
     saved = c.stack
     c.stack = c.stack[:depth]
     try:
@@ -1295,6 +1456,9 @@ def _nccl_value(c: FileCheck, node: cst.SimpleString, s: str) -> None:
         new = expr(f"torch.distributed.get_default_backend_for_device({c.acc})")
     c.report(node, "OA301", f"{c.rules['OA301'].summary}: '{s}' (a value held for later: check where it goes)",
              new, heuristic=True, fix="unsafe")
+    key = c.assigned_name(node)
+    if key is not None and c.plan.reports and c.plan.reports[-1].node is node:
+        c.backend_values.append((key, c.plan.reports[-1]))
 
 
 def _holds_a_device(c: FileCheck, node: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
@@ -1324,16 +1488,37 @@ def _visit_binop(c: FileCheck, node: cst.BinaryOperation) -> None:
         _dynamic_device(c, node, safe=False)
 
 
-def _compare_suggestion(c: FileCheck, string: cst.CSTNode) -> None:
+def _compare_suggestion(c: FileCheck, string: cst.CSTNode, probed: cst.CSTNode | None = None) -> None:
     s = string_value(string) or ""
     t = c.target
     if t.keeps_cuda:
         return
+    new: cst.CSTNode | None = None
     if t.neutral:
+        # no rewrite: on a host without accelerator the neutral device type is "cpu", and a probe that was
+        # false there ("cuda" in device) would turn true
         suggestion: str | None = c.acc_type if c.acc else "torch.accelerator.current_accelerator().type"
     else:
         suggestion = repr(t.device + s[len("cuda"):]) if t.device else None
+        if t.device and isinstance(string, cst.SimpleString):
+            new = with_value(string, t.device + s[len("cuda"):])
     c.report(string, "OA105", f"{c.rules['OA105'].summary}: '{s}'", suggestion=suggestion)
+    key = c.name_key(probed) if probed is not None else None
+    if key is not None and c.plan.reports and c.plan.reports[-1].node is string:
+        c.device_probes.append((key, c.plan.reports[-1], new))
+
+
+def _probed(node: cst.Comparison, string: cst.CSTNode) -> cst.CSTNode | None:
+    """The value a one-operator comparison tests against a device string: ``device`` in ``"cuda" in device``
+    or ``device_type == "cuda"``."""
+    if len(node.comparisons) != 1 or not isinstance(node.comparisons[0].operator, (
+            cst.Equal, cst.NotEqual, cst.In, cst.NotIn, cst.Is, cst.IsNot)):
+        return None
+    left, right = node.left, node.comparisons[0].comparator
+    other = right if left is string else left if right is string else None
+    if isinstance(other, cst.Attribute) and other.attr.value in ("type", "device"):
+        return None  # a tensor's device (x.device.type == "cuda"): whether any accelerator is meant is a judgement
+    return other if isinstance(other, (cst.Name, cst.Attribute)) else None
 
 
 def _visit_comparison(c: FileCheck, node: cst.Comparison) -> None:
@@ -1348,7 +1533,7 @@ def _visit_comparison(c: FileCheck, node: cst.Comparison) -> None:
         if DEVICE.fullmatch(s) or s == "cuda:":
             c.handled.add(id(op))
             if c.on("OA105"):
-                _compare_suggestion(c, op)
+                _compare_suggestion(c, op, _probed(node, op))
         elif s in ("nccl", "NCCL"):
             c.handled.add(id(op))
             c.report(op, "OA304", f"{c.rules['OA304'].summary}: '{s}'")
