@@ -161,7 +161,10 @@ class FileCheck:
         self.stack: list[cst.CSTNode] = []
         self.imports: dict[str, Imported] = {}
         self.handled: set[int] = set()  # nodes a more specific rule already looked at
-        self.shadows: list[set[str]] = []  # per enclosing function: its parameters and local assignments
+        # per enclosing scope (function, lambda, comprehension, class body): the names it binds itself
+        self.shadows: list[set[str]] = []
+        self.scope_imports: list[set[str]] = []  # per entry of shadows: the names its own imports bind
+        self.class_scopes: set[int] = set()  # ids of the entries of shadows that are class bodies
         self.current: cst.CSTNode | None = None  # the node whose handler runs
         self.library_names: dict[str, str] = {}  # a name bound by importing a CUDA-only library -> its rule
         self.callable_aliases: dict[str, str] = {}  # precision_scope = torch.autocast -> "torch.autocast"
@@ -172,6 +175,7 @@ class FileCheck:
         self.backend_values: list[tuple[str, Report]] = []  # backend = "nccl"
         self.backend_names: set[str] = set()  # init_process_group(backend=backend)
         self.plan = Plan()
+        self.trace: dict[int, bool] | None = None  # set by a caller: id(root Name) -> resolved to an import
         self.defines_cuda_method = b"def cuda(" in source
         self.api_exact, self.api_prefix, self.modules, self.env_names, self.env_prefixes = \
             _indexes(catalogue, selected, target.name)
@@ -182,6 +186,11 @@ class FileCheck:
                     if isinstance(small, (cst.Import, cst.ImportFrom)):
                         self._bind(small)
         self.top_imports = dict(self.imports)  # what module-level imports bind: visible in every function
+        # a module-level name an import binds and a loop, with, except, def or class rebinds: not the import
+        # module-level names a loop, with, except, def or class binds: not an import's (where an import binds
+        # the same name, which one holds depends on the order of execution: neither is assumed)
+        self.shadows.append(_bindings(module.body, assignments=False)[0])
+        self.scope_imports.append(set(self.top_imports))
         # the file's module-level name for torch (import torch as t), if it has one
         self.torch_alias = next((name for name, b in self.top_imports.items() if b.qualname == "torch"), None)
 
@@ -196,14 +205,37 @@ class FileCheck:
             self.current = node
             handler(self, node)
         self.stack.append(node)
-        scoped = isinstance(node, (cst.FunctionDef, cst.Lambda))
-        if scoped:
-            self.shadows.append(_local_names(node))  # type: ignore[arg-type]
-        for child in _children(node):
-            self.walk(child)
-        if scoped:
-            self.shadows.pop()
+        if isinstance(node, _SCOPES):
+            self._walk_scope(node)
+        else:
+            for child in _children(node):
+                self.walk(child)
         self.stack.pop()
+
+    def _walk_scope(self, node: cst.CSTNode) -> None:
+        """A function, lambda, class or comprehension: decorators, bases, annotations and defaults in the
+        enclosing scope, the body in its own, where the names it binds hide the imports of the same name."""
+        inner = node.body if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) else None
+        for child in _children(node):
+            if child is not inner and inner is not None:
+                self.walk(child)
+        # a class body's names are not seen by the functions in it: only while it is the innermost scope
+        hidden = None
+        if len(self.shadows) > 1 and id(self.shadows[-1]) in self.class_scopes:
+            hidden = (self.shadows.pop(), self.scope_imports.pop())
+        names, imported = _local_names(node)
+        self.shadows.append(names)
+        self.scope_imports.append(imported)
+        if isinstance(node, cst.ClassDef):
+            self.class_scopes.add(id(names))
+        for child in [inner] if inner is not None else _children(node):
+            self.walk(child)
+        self.shadows.pop()
+        self.scope_imports.pop()
+        self.class_scopes.discard(id(names))
+        if hidden is not None:
+            self.shadows.append(hidden[0])
+            self.scope_imports.append(hidden[1])
 
     @property
     def parent(self) -> cst.CSTNode | None:
@@ -427,11 +459,21 @@ class FileCheck:
         if d is None:
             return None
         root, _, rest = d.partition(".")
-        if self.shadows and any(root in names for names in self.shadows):
-            return None  # a parameter or local variable of an enclosing function hides the import
-        bound = self.imports.get(root)
+        bound = None
+        for names, imported in zip(reversed(self.shadows), reversed(self.scope_imports), strict=True):
+            if root in names:
+                break  # a binding of an enclosing scope hides the import
+            if root in imported:
+                bound = self.imports.get(root)
+                break
+        if self.trace is not None:
+            first = node
+            while isinstance(first, cst.Attribute):
+                first = first.value
+            if isinstance(first, cst.Name):
+                self.trace[id(first)] = bound is not None
         if bound is None:
-            return None
+            return None  # not imported, or a binding of an enclosing scope hides the import
         return bound.qualname + ("." + rest if rest else "")
 
     def _renamed(self, node: cst.CSTNode, new: str) -> cst.BaseExpression:
@@ -530,21 +572,82 @@ def _path(top: cst.CSTNode | None, node: cst.CSTNode) -> list[cst.CSTNode]:
     return []
 
 
-def _local_names(node: cst.FunctionDef | cst.Lambda) -> set[str]:
-    """The parameters of a function, and the names its own body assigns at its top level (not imports)."""
-    params = node.params
-    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
-    for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
-            names.add(star.name.value)
-    if isinstance(node, cst.FunctionDef) and isinstance(node.body, cst.IndentedBlock):
-        for stmt in node.body.body:
-            if isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else \
-                        [small.target] if isinstance(small, (cst.AnnAssign, cst.AugAssign)) else []
-                    names.update(t.value for t in targets if isinstance(t, cst.Name))
-    return names
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef, *_COMPREHENSIONS)
+
+
+def _local_names(node: cst.CSTNode) -> tuple[set[str], set[str]]:
+    """The names a scope binds itself, which hide a module-level import of the same name inside it: a
+    function's or lambda's parameters and whatever its body binds (assignments, loop, with and except
+    targets, nested defs and classes, :=; not imports, and not names declared global or nonlocal); a
+    comprehension's loop targets; a class body's own bindings."""
+    names: set[str] = set()
+    imported: set[str] = set()
+    if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+        params = node.params
+        names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                names.add(star.name.value)
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        bound, imported = _bindings([node.body], assignments=True)
+        names |= bound
+    elif isinstance(node, _COMPREHENSIONS):
+        comp: cst.CompFor | None = node.for_in
+        while comp is not None:
+            names.update(_target_names(comp.target))
+            comp = comp.inner_for_in
+    return names, imported - names
+
+
+def _target_names(target: cst.CSTNode) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for e in target.elements:
+            yield from _target_names(e.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _target_names(target.value)
+
+
+def _bindings(body: Any, *, assignments: bool) -> tuple[set[str], set[str]]:
+    """The names the statements ``body`` bind in their own scope, nested scopes excluded: loop, with and
+    except targets, defs, classes and := always; assignments when ``assignments``. Apart: the names its
+    imports bind."""
+    out: set[str] = set()
+    imported: set[str] = set()
+    declared: set[str] = set()
+    todo: list[cst.CSTNode] = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            out.add(node.name.value)
+            continue  # decorators and defaults aside, what is inside is another scope
+        if isinstance(node, (cst.Lambda, *_COMPREHENSIONS)):
+            continue
+        if isinstance(node, (cst.For, cst.CompFor)):
+            out.update(_target_names(node.target))
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            out.update(_target_names(node.asname.name))
+        elif isinstance(node, cst.ExceptHandler) and node.name is not None:
+            out.update(_target_names(node.name.name))
+        elif isinstance(node, cst.NamedExpr):
+            out.update(_target_names(node.target))
+        elif isinstance(node, (cst.Global, cst.Nonlocal)):
+            declared.update(n.name.value for n in node.names)
+        elif assignments and isinstance(node, cst.Assign):
+            for t in node.targets:
+                out.update(_target_names(t.target))
+        elif assignments and isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            out.update(_target_names(node.target))
+        elif isinstance(node, (cst.Import, cst.ImportFrom)):
+            if not isinstance(node.names, cst.ImportStar):
+                for alias in node.names:
+                    bound_name = alias.asname.name if alias.asname is not None else alias.name
+                    imported.add((dotted(bound_name) or "").split(".")[0])
+            continue
+        todo.extend(_children(node))
+    return out - declared, imported - declared
 
 
 def _code(node: cst.CSTNode) -> str:
