@@ -270,14 +270,15 @@ def _findings(path: str, module: cst.Module, plan: Plan, text: str | None,
         return []
     pos = _positions(module, reports, text) if text is not None else {}
     out = []
-    seen = set()
+    seen: set[tuple[int, int, str]] = set()
     for r in reports:
         line, col, end_line, end_col = pos.get(id(r.node), (1, 1, 1, 1))
         suppressed = False
         for ln in {line, end_line}:
             if ln in noqa and (noqa[ln] is None or r.code in noqa[ln]):  # type: ignore[operator]
                 suppressed = True
-        key = (line, col, r.code)
+        # without positions (the later passes of a fix), findings are told apart by their node
+        key = (line, col, r.code) if text is not None else (id(r.node), 0, r.code)
         if suppressed or key in seen:
             continue
         seen.add(key)
