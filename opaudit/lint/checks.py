@@ -1394,6 +1394,9 @@ DYNAMIC_FORMAT = re.compile(r"cuda:\{\w*\}")
 def _dynamic_text(value: cst.CSTNode) -> tuple[cst.CSTNode, str] | None:
     """The literal part of a device string built at run time, and its text. Only the exact forms count:
     f"cuda:{i}", "cuda:" + s, "cuda:%d" % i, "cuda:{}".format(i); f"cuda:{rank} ready" is log text."""
+    if isinstance(value, cst.FormattedString) and len(value.parts) == 1 and \
+            isinstance(value.parts[0], cst.FormattedStringText) and DEVICE.fullmatch(value.parts[0].value):
+        return value.parts[0], value.parts[0].value  # f"cuda": an f-string with nothing to format
     if isinstance(value, cst.FormattedString) and len(value.parts) == 2 and \
             isinstance(value.parts[0], cst.FormattedStringText) and value.parts[0].value == "cuda:" and \
             isinstance(value.parts[1], cst.FormattedStringExpression):
@@ -1582,6 +1585,8 @@ def _holds_a_device(c: FileCheck, node: cst.CSTNode, parent: cst.CSTNode | None)
 
 
 def _visit_fstring(c: FileCheck, node: cst.CSTNode) -> None:
+    if isinstance(node, cst.FormattedString) and all(isinstance(p, cst.FormattedStringText) for p in node.parts):
+        return  # f"cuda" with nothing to format: a device string only where a device goes (print(f"cuda") is text)
     if id(node) not in c.handled:
         _dynamic_device(c, node, safe=False)
 
