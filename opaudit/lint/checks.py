@@ -189,7 +189,8 @@ class FileCheck:
         # a module-level name an import binds and a loop, with, except, def or class rebinds: not the import
         # module-level names a loop, with, except, def or class binds: not an import's (where an import binds
         # the same name, which one holds depends on the order of execution: neither is assumed)
-        self.shadows.append(_bindings(module.body, assignments=False)[0])
+        self.walrus = b":=" in source  # only then can an expression bind a name
+        self.shadows.append(_bindings(module.body, assignments=False, deep=self.walrus)[0])
         self.scope_imports.append(set(self.top_imports))
         # the file's module-level name for torch (import torch as t), if it has one
         self.torch_alias = next((name for name, b in self.top_imports.items() if b.qualname == "torch"), None)
@@ -205,7 +206,7 @@ class FileCheck:
             self.current = node
             handler(self, node)
         self.stack.append(node)
-        if isinstance(node, _SCOPES):
+        if type(node) in _SCOPE_TYPES:
             self._walk_scope(node)
         else:
             for child in _children(node):
@@ -223,7 +224,7 @@ class FileCheck:
         hidden = None
         if len(self.shadows) > 1 and id(self.shadows[-1]) in self.class_scopes:
             hidden = (self.shadows.pop(), self.scope_imports.pop())
-        names, imported = _local_names(node)
+        names, imported = _local_names(node, deep=self.walrus)
         self.shadows.append(names)
         self.scope_imports.append(imported)
         if isinstance(node, cst.ClassDef):
@@ -574,9 +575,13 @@ def _path(top: cst.CSTNode | None, node: cst.CSTNode) -> list[cst.CSTNode]:
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef, *_COMPREHENSIONS)
+_SCOPE_TYPES = frozenset(_SCOPES)  # type(node) in a set: isinstance on LibCST's ABCs is slow
+_EXPRESSION_TYPES = frozenset(v for v in vars(cst).values()
+                              if isinstance(v, type) and issubclass(v, cst.BaseExpression))
+_SCOPE_OR_SKIPPED = frozenset((cst.Lambda, *_COMPREHENSIONS, cst.Import, cst.ImportFrom))
 
 
-def _local_names(node: cst.CSTNode) -> tuple[set[str], set[str]]:
+def _local_names(node: cst.CSTNode, *, deep: bool = True) -> tuple[set[str], set[str]]:
     """The names a scope binds itself, which hide a module-level import of the same name inside it: a
     function's or lambda's parameters and whatever its body binds (assignments, loop, with and except
     targets, nested defs and classes, :=; not imports, and not names declared global or nonlocal); a
@@ -590,7 +595,7 @@ def _local_names(node: cst.CSTNode) -> tuple[set[str], set[str]]:
             if isinstance(star, cst.Param):
                 names.add(star.name.value)
     if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-        bound, imported = _bindings([node.body], assignments=True)
+        bound, imported = _bindings([node.body], assignments=True, deep=deep)
         names |= bound
     elif isinstance(node, _COMPREHENSIONS):
         comp: cst.CompFor | None = node.for_in
@@ -610,44 +615,56 @@ def _target_names(target: cst.CSTNode) -> Iterator[str]:
         yield from _target_names(target.value)
 
 
-def _bindings(body: Any, *, assignments: bool) -> tuple[set[str], set[str]]:
+def _bindings(body: Any, *, assignments: bool, deep: bool = True) -> tuple[set[str], set[str]]:
     """The names the statements ``body`` bind in their own scope, nested scopes excluded: loop, with and
     except targets, defs, classes and := always; assignments when ``assignments``. Apart: the names its
-    imports bind."""
+    imports bind. Without ``deep`` (no := in the file), expressions are not searched."""
     out: set[str] = set()
     imported: set[str] = set()
     declared: set[str] = set()
     todo: list[cst.CSTNode] = list(body)
     while todo:
         node = todo.pop()
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            out.add(node.name.value)
+        kind = type(node)
+        if kind in _EXPRESSION_TYPES and (not deep or kind in _SCOPE_OR_SKIPPED):
+            continue
+        if kind is cst.FunctionDef or kind is cst.ClassDef:
+            out.add(node.name.value)  # type: ignore[attr-defined]
             continue  # decorators and defaults aside, what is inside is another scope
-        if isinstance(node, (cst.Lambda, *_COMPREHENSIONS)):
-            continue
-        if isinstance(node, (cst.For, cst.CompFor)):
-            out.update(_target_names(node.target))
-        elif isinstance(node, cst.WithItem) and node.asname is not None:
-            out.update(_target_names(node.asname.name))
-        elif isinstance(node, cst.ExceptHandler) and node.name is not None:
-            out.update(_target_names(node.name.name))
-        elif isinstance(node, cst.NamedExpr):
-            out.update(_target_names(node.target))
-        elif isinstance(node, (cst.Global, cst.Nonlocal)):
-            declared.update(n.name.value for n in node.names)
-        elif assignments and isinstance(node, cst.Assign):
-            for t in node.targets:
-                out.update(_target_names(t.target))
-        elif assignments and isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-            out.update(_target_names(node.target))
-        elif isinstance(node, (cst.Import, cst.ImportFrom)):
-            if not isinstance(node.names, cst.ImportStar):
-                for alias in node.names:
-                    bound_name = alias.asname.name if alias.asname is not None else alias.name
-                    imported.add((dotted(bound_name) or "").split(".")[0])
-            continue
+        if kind in _BINDING_TYPES:
+            _bind_names(node, out, declared, imported, assignments)
+            if kind is cst.Import or kind is cst.ImportFrom:
+                continue
         todo.extend(_children(node))
     return out - declared, imported - declared
+
+
+_BINDING_TYPES = frozenset((cst.For, cst.CompFor, cst.WithItem, cst.ExceptHandler, cst.NamedExpr, cst.Global,
+                            cst.Nonlocal, cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Import, cst.ImportFrom))
+
+
+def _bind_names(node: Any, out: set[str], declared: set[str], imported: set[str], assignments: bool) -> None:
+    """The names one binding node binds (see _bindings)."""
+    if isinstance(node, (cst.For, cst.CompFor)):
+        out.update(_target_names(node.target))
+    elif isinstance(node, cst.WithItem) and node.asname is not None:
+        out.update(_target_names(node.asname.name))
+    elif isinstance(node, cst.ExceptHandler) and node.name is not None:
+        out.update(_target_names(node.name.name))
+    elif isinstance(node, cst.NamedExpr):
+        out.update(_target_names(node.target))
+    elif isinstance(node, (cst.Global, cst.Nonlocal)):
+        declared.update(n.name.value for n in node.names)
+    elif assignments and isinstance(node, cst.Assign):
+        for t in node.targets:
+            out.update(_target_names(t.target))
+    elif assignments and isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+        out.update(_target_names(node.target))
+    elif isinstance(node, (cst.Import, cst.ImportFrom)):
+        if not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                bound_name = alias.asname.name if alias.asname is not None else alias.name
+                imported.add((dotted(bound_name) or "").split(".")[0])
 
 
 def _code(node: cst.CSTNode) -> str:
