@@ -1244,7 +1244,12 @@ def _call_by_method(c: FileCheck, node: cst.Call, func: cst.Attribute) -> None:
             elif t.device:
                 new = node.with_changes(func=func.with_changes(attr=cst.Name("to")),
                                         args=_with_first(cst.SimpleString(f'"{t.device}"'), keywords))
-        c.report(node, "OA101", "`.cuda()` moves a tensor or module to a CUDA device", new, heuristic=True)
+        if _torch_made(c, func.value):
+            c.report(node, "OA101", "`.cuda()` moves a tensor or module to a CUDA device (the receiver is made by "
+                     "torch: a tensor or a module)", new, fix="safe")
+        else:
+            c.report(node, "OA101", "`.cuda()` moves a tensor or module to a CUDA device (the receiver is not known "
+                     "to be a tensor or module: check it)", new, heuristic=True)
     elif name == "to" and c.qualname(func.value) is None:
         a = _arg(node, 0, "device")
         if a is not None and isinstance(a.value, cst.Call) and c.qualname(a.value.func) == "torch.cuda.current_device":
@@ -1270,6 +1275,21 @@ def _call_by_method(c: FileCheck, node: cst.Call, func: cst.Attribute) -> None:
             c.report(node, "OA505", c.rules["OA505"].summary, suggestion='int(os.environ["LOCAL_RANK"])')
     elif name in ("impl", "register_kernel"):
         _dispatch_key(c, node, heuristic=True)
+
+
+def _torch_made(c: FileCheck, value: cst.CSTNode) -> bool:
+    """Whether ``value`` is the result of a torch factory, op or module constructor (torch.randn(...),
+    nn.Sequential(...), torch.ones(2).float()), so that its .cuda() is the tensor's or module's."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+            c.qualname(value.func) is None and value.func.attr.value in ("float", "half", "double", "bfloat16",
+                                                                           "long", "int", "contiguous", "detach",
+                                                                           "clone", "eval", "train"):
+        value = value.func.value
+    if not isinstance(value, cst.Call):
+        return False
+    q = c.qualname(value.func) or ""
+    return q.startswith("torch.") and not q.startswith(("torch.cuda", "torch.utils", "torch.hub", "torch.load",
+                                                        "torch.jit.load"))
 
 
 def _dispatch_key(c: FileCheck, node: cst.Call, *, heuristic: bool) -> None:
