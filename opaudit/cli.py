@@ -550,7 +550,8 @@ EXIT_FINDINGS = 1  # lint: findings remain; fix --diff: there are changes to mak
 
 def _lint_settings(paths: list[str], target: str | None, select: list[str] | None, ignore: list[str] | None,
                    extend_select: list[str] | None, min_torch: str | None, unsafe_fixes: bool | None,
-                   exclude: list[str] | None, *, default_target: str | None) -> Any:
+                   exclude: list[str] | None, *, default_target: str | None,
+                   respect_gitignore: bool | None = None, force_exclude: bool | None = None) -> Any:
     from opaudit.lint import Settings, find_config
 
     config = find_config(next((p for p in paths if p != "-"), None))
@@ -568,7 +569,12 @@ def _lint_settings(paths: list[str], target: str | None, select: list[str] | Non
                         min_torch=min_torch or config.get("min-torch") or Settings.min_torch,
                         unsafe_fixes=bool(unsafe_fixes if unsafe_fixes is not None else config.get("unsafe-fixes",
                                                                                                     False)),
-                        exclude=(*config.get("exclude", []), *(exclude or [])))
+                        exclude=(*config.get("extend-exclude", []), *(exclude or [])),
+                        exclude_defaults=tuple(config.get("exclude")) if config.get("exclude") is not None else None,
+                        respect_gitignore=respect_gitignore if respect_gitignore is not None else
+                        bool(config.get("respect-gitignore", True)),
+                        force_exclude=force_exclude if force_exclude is not None else
+                        bool(config.get("force-exclude", False)))
     settings.resolved()
     return settings
 
@@ -600,7 +606,13 @@ def lint(
     select: list[str] | None = typer.Option(None, "--select", help=_SELECT_HELP),
     extend_select: list[str] | None = typer.Option(None, "--extend-select", help="Codes to add to the selection."),
     ignore: list[str] | None = typer.Option(None, "--ignore", help="Codes or prefixes to leave out."),
-    exclude: list[str] | None = typer.Option(None, "--exclude", help="File or folder patterns to skip."),
+    exclude: list[str] | None = typer.Option(None, "--exclude", "--extend-exclude",
+                                             help="File or folder patterns to skip (besides the defaults)."),
+    respect_gitignore: bool | None = typer.Option(None, "--respect-gitignore/--no-respect-gitignore",
+                                                  help="Skip what .gitignore, .ignore and git's exclude file ignore "
+                                                  "(default: yes)."),
+    force_exclude: bool | None = typer.Option(None, "--force-exclude/--no-force-exclude",
+                                              help="Apply the exclusions to files named on the command line too."),
     output_format: LintFormat = typer.Option(LintFormat.text, "--output-format", help="How to print findings."),
     statistics: bool = typer.Option(False, "--statistics", help="Count findings per rule instead."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit with 0 even when findings remain."),
@@ -616,7 +628,8 @@ def lint(
     with _errors():
         paths = paths or ["."]
         settings = _lint_settings(paths, target, select, ignore, extend_select, min_torch, None, exclude,
-                                  default_target="neutral")
+                                  default_target="neutral", respect_gitignore=respect_gitignore,
+                                  force_exclude=force_exclude)
         if paths == ["-"]:
             result = lint_source(sys.stdin.buffer.read(), settings, stdin_filename or "-")
             findings, errors = result.findings, [result.error] if result.error else []
@@ -645,7 +658,13 @@ def fix(
     select: list[str] | None = typer.Option(None, "--select", help=_SELECT_HELP),
     extend_select: list[str] | None = typer.Option(None, "--extend-select", help="Codes to add to the selection."),
     ignore: list[str] | None = typer.Option(None, "--ignore", help="Codes or prefixes to leave out."),
-    exclude: list[str] | None = typer.Option(None, "--exclude", help="File or folder patterns to skip."),
+    exclude: list[str] | None = typer.Option(None, "--exclude", "--extend-exclude",
+                                             help="File or folder patterns to skip (besides the defaults)."),
+    respect_gitignore: bool | None = typer.Option(None, "--respect-gitignore/--no-respect-gitignore",
+                                                  help="Skip what .gitignore, .ignore and git's exclude file ignore "
+                                                  "(default: yes)."),
+    force_exclude: bool | None = typer.Option(None, "--force-exclude/--no-force-exclude",
+                                              help="Apply the exclusions to files named on the command line too."),
     output_format: LintFormat = typer.Option(LintFormat.text, "--output-format",
                                              help="How to print what remains."),
     statistics: bool = typer.Option(False, "--statistics", help="Count remaining findings per rule instead."),
@@ -664,7 +683,8 @@ def fix(
     with _errors():
         paths = paths or ["."]
         settings = _lint_settings(paths, target, select, ignore, extend_select, min_torch, unsafe_fixes, exclude,
-                                  default_target=None)
+                                  default_target=None, respect_gitignore=respect_gitignore,
+                                  force_exclude=force_exclude)
         if paths == ["-"]:
             name = stdin_filename or "-"
             result = fix_source(sys.stdin.buffer.read(), settings, name)

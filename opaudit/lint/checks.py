@@ -74,6 +74,7 @@ class Report:
     fix: str | None = None  # overrides the rule's fix class for this finding (a literal outside a device position)
     statement: cst.CSTNode | None = None  # the innermost statement holding the node (for its position)
     ancestors: frozenset[int] = frozenset()  # ids of the nodes above it (a fix rebuilds only those)
+    conjunction: int | None = None  # id of the outermost `and` / `or` holding it
 
 
 @dataclass
@@ -94,15 +95,33 @@ class Plan:
 
 
 def dotted(node: cst.CSTNode) -> str | None:
-    """``a.b.c`` for a chain of Names and Attributes, else None."""
+    """``a.b.c`` for a chain of Names and Attributes, else None. ``getattr(a, "b")`` (with or without a
+    default) is the attribute ``a.b`` written dynamically."""
     parts = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
-        node = node.value
+    while True:
+        if isinstance(node, cst.Attribute):
+            parts.append(node.attr.value)
+            node = node.value
+            continue
+        name = _getattr_name(node)
+        if name is None:
+            break
+        parts.append(name)
+        node = node.args[0].value  # type: ignore[attr-defined]
     if not isinstance(node, cst.Name):
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))
+
+
+def _getattr_name(node: cst.CSTNode) -> str | None:
+    """The attribute name of ``getattr(x, "name")`` / ``getattr(x, "name", default)``, else None."""
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name) or node.func.value != "getattr":
+        return None
+    if not 2 <= len(node.args) <= 3 or any(a.keyword is not None or a.star for a in node.args):
+        return None
+    name = string_value(node.args[1].value)
+    return name if name is not None and name.isidentifier() else None
 
 
 def expr(code: str) -> cst.BaseExpression:
@@ -142,9 +161,21 @@ class FileCheck:
         self.stack: list[cst.CSTNode] = []
         self.imports: dict[str, Imported] = {}
         self.handled: set[int] = set()  # nodes a more specific rule already looked at
-        self.shadows: list[set[str]] = []  # per enclosing function: its parameters and local assignments
+        # per enclosing scope (function, lambda, comprehension, class body): the names it binds itself
+        self.shadows: list[set[str]] = []
+        self.scope_imports: list[set[str]] = []  # per entry of shadows: the names its own imports bind
+        self.class_scopes: set[int] = set()  # ids of the entries of shadows that are class bodies
         self.current: cst.CSTNode | None = None  # the node whose handler runs
+        self.library_names: dict[str, str] = {}  # a name bound by importing a CUDA-only library -> its rule
+        self.callable_aliases: dict[str, str] = {}  # precision_scope = torch.autocast -> "torch.autocast"
+        # device strings followed through names: `device = "cuda"` ... `"cuda" in device`
+        self.device_values: list[tuple[str, Report]] = []  # (name, the report of a CUDA string it is assigned)
+        self.device_probes: list[tuple[str, Report, cst.CSTNode | None]] = []  # (name, report, its rewrite)
+        self.device_names: set[str] = set()  # names passed where a device goes
+        self.backend_values: list[tuple[str, Report]] = []  # backend = "nccl"
+        self.backend_names: set[str] = set()  # init_process_group(backend=backend)
         self.plan = Plan()
+        self.trace: dict[int, bool] | None = None  # set by a caller: id(root Name) -> resolved to an import
         self.defines_cuda_method = b"def cuda(" in source
         self.api_exact, self.api_prefix, self.modules, self.env_names, self.env_prefixes = \
             _indexes(catalogue, selected, target.name)
@@ -155,6 +186,12 @@ class FileCheck:
                     if isinstance(small, (cst.Import, cst.ImportFrom)):
                         self._bind(small)
         self.top_imports = dict(self.imports)  # what module-level imports bind: visible in every function
+        # a module-level name an import binds and a loop, with, except, def or class rebinds: not the import
+        # module-level names a loop, with, except, def or class binds: not an import's (where an import binds
+        # the same name, which one holds depends on the order of execution: neither is assumed)
+        self.walrus = b":=" in source  # only then can an expression bind a name
+        self.shadows.append(_bindings(module.body, assignments=False, deep=self.walrus)[0])
+        self.scope_imports.append(set(self.top_imports))
         # the file's module-level name for torch (import torch as t), if it has one
         self.torch_alias = next((name for name, b in self.top_imports.items() if b.qualname == "torch"), None)
 
@@ -169,14 +206,37 @@ class FileCheck:
             self.current = node
             handler(self, node)
         self.stack.append(node)
-        scoped = isinstance(node, (cst.FunctionDef, cst.Lambda))
-        if scoped:
-            self.shadows.append(_local_names(node))  # type: ignore[arg-type]
-        for child in _children(node):
-            self.walk(child)
-        if scoped:
-            self.shadows.pop()
+        if type(node) in _SCOPE_TYPES:
+            self._walk_scope(node)
+        else:
+            for child in _children(node):
+                self.walk(child)
         self.stack.pop()
+
+    def _walk_scope(self, node: cst.CSTNode) -> None:
+        """A function, lambda, class or comprehension: decorators, bases, annotations and defaults in the
+        enclosing scope, the body in its own, where the names it binds hide the imports of the same name."""
+        inner = node.body if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) else None
+        for child in _children(node):
+            if child is not inner and inner is not None:
+                self.walk(child)
+        # a class body's names are not seen by the functions in it: only while it is the innermost scope
+        hidden = None
+        if len(self.shadows) > 1 and id(self.shadows[-1]) in self.class_scopes:
+            hidden = (self.shadows.pop(), self.scope_imports.pop())
+        names, imported = _local_names(node, deep=self.walrus)
+        self.shadows.append(names)
+        self.scope_imports.append(imported)
+        if isinstance(node, cst.ClassDef):
+            self.class_scopes.add(id(names))
+        for child in [inner] if inner is not None else _children(node):
+            self.walk(child)
+        self.shadows.pop()
+        self.scope_imports.pop()
+        self.class_scopes.discard(id(names))
+        if hidden is not None:
+            self.shadows.append(hidden[0])
+            self.scope_imports.append(hidden[1])
 
     @property
     def parent(self) -> cst.CSTNode | None:
@@ -206,9 +266,44 @@ class FileCheck:
             statement = node
         # the nodes above it: those of the walk, then those between the node being handled and it
         above = [*self.stack, *_path(self.current, node)]
+        conjunction = next((id(n) for n in self.stack if isinstance(n, cst.BooleanOperation)), None)
         report = Report(node, code, message, replacement, suggestion, heuristic or rule.heuristic, fix, statement,
-                        frozenset(id(n) for n in above))
+                        frozenset(id(n) for n in above), conjunction)
         self.plan.reports.append(report)
+
+    def name_key(self, node: cst.CSTNode) -> str | None:
+        """The name a device value is kept in (``device``, ``args.device``), qualified by the function that
+        binds it where a parameter or local of that function holds it."""
+        d = dotted(node)
+        if d is None or isinstance(node, cst.Call):
+            return None
+        root = d.split(".")[0]
+        for i in range(len(self.shadows) - 1, -1, -1):
+            if root in self.shadows[i]:
+                return f"{i}:{id(self.shadows[i])}:{d}"
+        return d
+
+    def assigned_name(self, node: cst.CSTNode) -> str | None:
+        """The name an assignment binds to a value holding ``node`` (through conditionals, and/or, and the
+        parts of a device string built at run time), else None."""
+        child = node
+        for parent in reversed(self.stack):
+            if isinstance(parent, cst.Assign):
+                if len(parent.targets) == 1 and parent.value is child:
+                    return self.name_key(parent.targets[0].target)
+                return None
+            if isinstance(parent, (cst.AnnAssign,)):
+                return self.name_key(parent.target) if parent.value is child else None
+            if isinstance(parent, cst.IfExp) and parent.test is child:
+                return None
+            if not isinstance(parent, (cst.IfExp, cst.BooleanOperation, cst.FormattedString, cst.BinaryOperation,
+                                       cst.FormattedStringText, cst.Attribute, cst.Call)):
+                return None
+            if isinstance(parent, cst.Call) and not (isinstance(parent.func, cst.Attribute)
+                                                     and parent.func.attr.value == "format"):
+                return None
+            child = parent
+        return None
 
     def _through_torch_alias(self, new: cst.BaseExpression) -> cst.BaseExpression:
         """A replacement that names ``torch.`` written with the file's own name for torch (``import torch as
@@ -228,6 +323,89 @@ class FileCheck:
         return expr(_TORCH_NAME.sub(alias + ".", code)) if alias != "torch" or code != _code(new) else new
 
     def finish(self) -> None:
+        for name, r in self.backend_values:
+            if name in self.backend_names and r.replacement is not None:
+                r.fix = "safe"  # backend = "nccl" ... init_process_group(backend=backend)
+                r.message = r.message.replace(" (a value held for later: check where it goes)", "")
+        self._stuck_probes()
+        self._device_flow()
+        self._conjunctions()
+
+    def _device_flow(self) -> None:
+        """Device-type probes go with the device strings they test. ``device = "cuda"``, ``device_type =
+        "cuda" if "cuda" in device else "cpu"`` and ``if device_type == "cuda":`` are one group: rewritten
+        together (a probe left as it was would now be false: no autocast, no fused optimizer, no pinned
+        memory), as a safe fix when one of its names reaches a device position (``.to(device)``,
+        ``device_type=device_type``), else with --unsafe-fixes."""
+        if not self.device_probes and not self.device_values:
+            return
+        parent: dict[str, str] = {}
+
+        def find(k: str) -> str:
+            while parent.get(k, k) != k:
+                k = parent[k]
+            return k
+
+        def union(a: str, b: str) -> None:
+            parent[find(a)] = find(b)
+
+        by_statement: dict[int, list[str]] = {}
+        for name, r in self.device_values:
+            find(name)
+            by_statement.setdefault(id(r.statement), []).append(name)
+        for name, r, _ in self.device_probes:
+            find(name)
+            for other in by_statement.get(id(r.statement), []):
+                union(name, other)  # device_type = "cuda" if "cuda" in device else "cpu"
+        groups: dict[str, list[tuple[Report, cst.CSTNode | None, bool]]] = {}
+        for name, r in self.device_values:
+            groups.setdefault(find(name), []).append((r, r.replacement, False))
+        for name, r, new in self.device_probes:
+            groups.setdefault(find(name), []).append((r, new, True))
+        reached = {find(n) for n in self.device_names if n in parent or find(n) in groups}
+        for root, members in groups.items():
+            if not any(probe for _, _, probe in members):
+                if root in reached:  # a device string kept in a name that is used as a device
+                    for r, new, _ in members:
+                        if new is not None:
+                            r.fix = "safe"
+                continue
+            if any(new is None for _, new, _ in members):
+                for r, _, _ in members:
+                    if r.replacement is not None:
+                        r.suggestion, r.replacement = _code(r.replacement), None
+                    r.message += " (not rewritten: a device string it goes with has no rewrite here)"
+                continue
+            cls = "safe" if root in reached else "unsafe"
+            for r, new, probe in members:
+                r.replacement, r.fix, r.suggestion = new, cls, None
+                if probe:
+                    r.message += " (ported with the device strings it tests)"
+
+    def _conjunctions(self) -> None:
+        """``torch.cuda.is_available() and torch.cuda.is_bf16_supported()`` is one question: its probes are
+        rewritten together (the strictest fix class of them) or not at all. Half a port would answer it
+        for two devices at once (bf16 silently becoming fp16)."""
+        groups: dict[int, list[Report]] = {}
+        for r in self.plan.reports:
+            if r.conjunction is not None and r.code in PROBE_RULES:
+                groups.setdefault(r.conjunction, []).append(r)
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            classes = {r.fix or self.rules[r.code].fix for r in members}
+            if any(r.replacement is None for r in members):
+                for r in members:
+                    if r.replacement is not None:
+                        r.suggestion, r.replacement = _code(r.replacement), None
+                        r.message += " (not rewritten: another probe in the same condition has no rewrite)"
+            elif len(classes) > 1:
+                strictest = "unsafe" if "unsafe" in classes else "safe"
+                for r in members:
+                    r.fix = strictest
+                    r.message += " (rewritten with the other probes of its condition)"
+
+    def _stuck_probes(self) -> None:
         """While a file still calls a CUDA-only API that nothing replaces, its CUDA probes stay CUDA probes:
         a rewritten ``torch.cuda.is_available()`` would send the target down a path that fails there
         (a guarded call, an early return, a flag stored for later), so those fixes become suggestions."""
@@ -282,11 +460,21 @@ class FileCheck:
         if d is None:
             return None
         root, _, rest = d.partition(".")
-        if self.shadows and any(root in names for names in self.shadows):
-            return None  # a parameter or local variable of an enclosing function hides the import
-        bound = self.imports.get(root)
+        bound = None
+        for names, imported in zip(reversed(self.shadows), reversed(self.scope_imports), strict=True):
+            if root in names:
+                break  # a binding of an enclosing scope hides the import
+            if root in imported:
+                bound = self.imports.get(root)
+                break
+        if self.trace is not None:
+            first = node
+            while isinstance(first, cst.Attribute):
+                first = first.value
+            if isinstance(first, cst.Name):
+                self.trace[id(first)] = bound is not None
         if bound is None:
-            return None
+            return None  # not imported, or a binding of an enclosing scope hides the import
         return bound.qualname + ("." + rest if rest else "")
 
     def _renamed(self, node: cst.CSTNode, new: str) -> cst.BaseExpression:
@@ -339,6 +527,8 @@ class FileCheck:
 
 
 _TORCH_NAME = re.compile(r"(?<![\w.\"'])torch\.")
+# CUDA capability probes that are rewritten together when one condition holds several
+PROBE_RULES = {"OA117", "OA120", "OA116", "OA118", "OA119", "OA003", "OA303", "OA612"}
 _SKIPPED_FIELDS = ("whitespace", "lpar", "rpar", "comma", "semicolon", "equal", "colon", "dot", "leading_lines",
                    "lines_after_decorators", "header", "footer", "operator", "star", "asynchronous", "arrow",
                    "lbracket", "rbracket", "lbrace", "rbrace", "newline", "indent")
@@ -383,21 +573,98 @@ def _path(top: cst.CSTNode | None, node: cst.CSTNode) -> list[cst.CSTNode]:
     return []
 
 
-def _local_names(node: cst.FunctionDef | cst.Lambda) -> set[str]:
-    """The parameters of a function, and the names its own body assigns at its top level (not imports)."""
-    params = node.params
-    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
-    for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
-            names.add(star.name.value)
-    if isinstance(node, cst.FunctionDef) and isinstance(node.body, cst.IndentedBlock):
-        for stmt in node.body.body:
-            if isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else \
-                        [small.target] if isinstance(small, (cst.AnnAssign, cst.AugAssign)) else []
-                    names.update(t.value for t in targets if isinstance(t, cst.Name))
-    return names
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef, *_COMPREHENSIONS)
+_SCOPE_TYPES = frozenset(_SCOPES)  # type(node) in a set: isinstance on LibCST's ABCs is slow
+_EXPRESSION_TYPES = frozenset(v for v in vars(cst).values()
+                              if isinstance(v, type) and issubclass(v, cst.BaseExpression))
+_SCOPE_OR_SKIPPED = frozenset((cst.Lambda, *_COMPREHENSIONS, cst.Import, cst.ImportFrom))
+
+
+def _local_names(node: cst.CSTNode, *, deep: bool = True) -> tuple[set[str], set[str]]:
+    """The names a scope binds itself, which hide a module-level import of the same name inside it: a
+    function's or lambda's parameters and whatever its body binds (assignments, loop, with and except
+    targets, nested defs and classes, :=; not imports, and not names declared global or nonlocal); a
+    comprehension's loop targets; a class body's own bindings."""
+    names: set[str] = set()
+    imported: set[str] = set()
+    if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+        params = node.params
+        names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                names.add(star.name.value)
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        bound, imported = _bindings([node.body], assignments=True, deep=deep)
+        names |= bound
+    elif isinstance(node, _COMPREHENSIONS):
+        comp: cst.CompFor | None = node.for_in
+        while comp is not None:
+            names.update(_target_names(comp.target))
+            comp = comp.inner_for_in
+    return names, imported - names
+
+
+def _target_names(target: cst.CSTNode) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for e in target.elements:
+            yield from _target_names(e.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _target_names(target.value)
+
+
+def _bindings(body: Any, *, assignments: bool, deep: bool = True) -> tuple[set[str], set[str]]:
+    """The names the statements ``body`` bind in their own scope, nested scopes excluded: loop, with and
+    except targets, defs, classes and := always; assignments when ``assignments``. Apart: the names its
+    imports bind. Without ``deep`` (no := in the file), expressions are not searched."""
+    out: set[str] = set()
+    imported: set[str] = set()
+    declared: set[str] = set()
+    todo: list[cst.CSTNode] = list(body)
+    while todo:
+        node = todo.pop()
+        kind = type(node)
+        if kind in _EXPRESSION_TYPES and (not deep or kind in _SCOPE_OR_SKIPPED):
+            continue
+        if kind is cst.FunctionDef or kind is cst.ClassDef:
+            out.add(node.name.value)  # type: ignore[attr-defined]
+            continue  # decorators and defaults aside, what is inside is another scope
+        if kind in _BINDING_TYPES:
+            _bind_names(node, out, declared, imported, assignments)
+            if kind is cst.Import or kind is cst.ImportFrom:
+                continue
+        todo.extend(_children(node))
+    return out - declared, imported - declared
+
+
+_BINDING_TYPES = frozenset((cst.For, cst.CompFor, cst.WithItem, cst.ExceptHandler, cst.NamedExpr, cst.Global,
+                            cst.Nonlocal, cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Import, cst.ImportFrom))
+
+
+def _bind_names(node: Any, out: set[str], declared: set[str], imported: set[str], assignments: bool) -> None:
+    """The names one binding node binds (see _bindings)."""
+    if isinstance(node, (cst.For, cst.CompFor)):
+        out.update(_target_names(node.target))
+    elif isinstance(node, cst.WithItem) and node.asname is not None:
+        out.update(_target_names(node.asname.name))
+    elif isinstance(node, cst.ExceptHandler) and node.name is not None:
+        out.update(_target_names(node.name.name))
+    elif isinstance(node, cst.NamedExpr):
+        out.update(_target_names(node.target))
+    elif isinstance(node, (cst.Global, cst.Nonlocal)):
+        declared.update(n.name.value for n in node.names)
+    elif assignments and isinstance(node, cst.Assign):
+        for t in node.targets:
+            out.update(_target_names(t.target))
+    elif assignments and isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+        out.update(_target_names(node.target))
+    elif isinstance(node, (cst.Import, cst.ImportFrom)):
+        if not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                bound_name = alias.asname.name if alias.asname is not None else alias.name
+                imported.add((dotted(bound_name) or "").split(".")[0])
 
 
 def _code(node: cst.CSTNode) -> str:
@@ -465,14 +732,23 @@ def _visit_import(c: FileCheck, node: cst.Import | cst.ImportFrom) -> None:
             names = [module]
         else:
             names = [f"{module}.{dotted(a.name)}" for a in node.names] + [module]
+    _remember_library_names(c, node)
     for name in names:
-        parts = name.split(".")
-        code = next((c.modules[".".join(parts[:n])] for n in range(len(parts), 0, -1)
-                     if ".".join(parts[:n]) in c.modules), None)
+        code = _library_rule(c, name)
         if code is not None:
             rule = c.rules[code]
-            c.report(node, code, f"{rule.summary}: `{name}`")
+            heuristic = code == "OA714" and _compiled_extension(name)
+            c.report(node, code, f"{rule.summary}: `{name}`", heuristic=heuristic)
             return
+    cuda_module = next((n for n in names if _cuda_module(n)), None)
+    if cuda_module is not None:
+        code = lookup(c.api_exact, c.api_prefix, cuda_module)
+        if code in ("OA306", "OA416") and c.on(code):
+            c.report(node, code, f"{c.rules[code].summary}: `{cuda_module}`")
+            return
+        if c.on("OA419"):
+            shown = cuda_module
+            c.report(node, "OA419", f"{c.rules['OA419'].summary}: `{shown}`")
     if isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None and \
             not isinstance(node.names, cst.ImportStar):
         # `from torch.utils.cpp_extension import CUDA_HOME` and friends: the imported object is an API
@@ -484,8 +760,52 @@ def _visit_import(c: FileCheck, node: cst.Import | cst.ImportFrom) -> None:
                 c.report(a, code, f"{c.rules[code].summary}: `{q}`")
 
 
+CUDA_MODULES = ("torch.cuda", "torch.backends.cudnn", "torch.backends.cuda")
+COMPILED_EXTENSION = re.compile(r"[A-Za-z]\w*_cuda(?:_\w+)?")
+
+
+def _cuda_module(name: str) -> bool:
+    """Whether an imported name is (or is under) a CUDA-only torch module: torch.cuda, torch.cuda.amp,
+    torch.backends.cudnn, torch.backends.cuda."""
+    return any(name == m or name.startswith(m + ".") for m in CUDA_MODULES)
+
+
+def _compiled_extension(name: str) -> bool:
+    """A compiled CUDA extension module by its name: selective_scan_cuda, causal_conv1d_cuda."""
+    return not name.startswith("torch") and COMPILED_EXTENSION.fullmatch(name.split(".")[0]) is not None
+
+
+def _library_rule(c: FileCheck, name: str) -> str | None:
+    """The rule of the CUDA-only library that ``name`` (a module or a name in it) comes from."""
+    parts = name.split(".")
+    code = next((c.modules[".".join(parts[:n])] for n in range(len(parts), 0, -1)
+                 if ".".join(parts[:n]) in c.modules), None)
+    if code is None and _compiled_extension(name) and "OA714" in c.selected:
+        code = "OA714"
+    return code
+
+
+def _remember_library_names(c: FileCheck, node: cst.Import | cst.ImportFrom) -> None:
+    """The names an import of a CUDA-only library binds, so that their uses are found too."""
+    if isinstance(node, cst.ImportFrom) and (node.relative or node.module is None or
+                                             isinstance(node.names, cst.ImportStar)):
+        return
+    for alias in node.names:  # type: ignore[union-attr]
+        full = dotted(alias.name) or ""
+        if isinstance(node, cst.ImportFrom):
+            full = f"{dotted(node.module) or ''}.{full}"  # type: ignore[arg-type]
+        code = _library_rule(c, full)
+        if code is None:
+            continue
+        asname = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else None
+        bound = asname or (full.rsplit(".", 1)[-1] if isinstance(node, cst.ImportFrom) else full.split(".")[0])
+        c.library_names[bound] = code
+
+
 def _is_maximal_chain(c: FileCheck, node: cst.CSTNode) -> bool:
     parent = c.parent
+    if isinstance(node, cst.Name) and isinstance(parent, (cst.AssignTarget, cst.For, cst.AsName, cst.CompFor)):
+        return False  # a name being bound, not used
     if isinstance(parent, cst.Attribute):
         return False  # the enclosing chain (or, for `.attr`, the chain this name ends) is the one to check
     if isinstance(parent, (cst.ImportAlias, cst.AsName, cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportFrom)):
@@ -510,6 +830,8 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
         _visit_attribute_syntax(c, node)
     q = c.qualname(node)
     if q is None:
+        return
+    if c.library_names and _library_use(c, node, q):
         return
     if q == "torch.cuda" and c.on("OA418") and isinstance(c.parent, (cst.Assign, cst.AnnAssign)):
         c.report(node, "OA418", "an alias of torch.cuda hides which CUDA APIs the file uses")
@@ -550,6 +872,18 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
         message += f" (no equivalent on {c.target.name})" if not c.target.neutral else \
             f" (no neutral equivalent for torch >= {c.min_torch})"
     c.report(node, code, message, suggestion=suggestion)
+
+
+def _library_use(c: FileCheck, node: cst.CSTNode, q: str) -> bool:
+    """A use of a name from a CUDA-only library (flash_attn_func(...), @triton.jit, tl.load, bnb.optim...):
+    reported where it is used, since that is the code to port, unless a more specific rule owns it."""
+    root = (dotted(node) or "").split(".")[0]
+    code = c.library_names.get(root)
+    if code is None or lookup(c.api_exact, c.api_prefix, q) is not None:
+        return False
+    c.report(node, code, f"{c.rules[code].summary}: `{q}` used here",
+             heuristic=code == "OA714" and _compiled_extension(q))
+    return True
 
 
 def _api_target(c: FileCheck, rule: Rule, qualname: str) -> str | None:
@@ -601,12 +935,40 @@ def _visit_attribute_syntax(c: FileCheck, node: cst.Attribute) -> None:
 
 def _visit_call(c: FileCheck, node: cst.Call) -> None:
     func = node.func
+    if _getattr_name(node) is not None and _is_maximal_chain(c, node):
+        _visit_chain(c, node)  # type: ignore[arg-type]
     q = c.qualname(func)
+    if q is None and isinstance(func, cst.Name) and func.value in c.callable_aliases and \
+            not any(func.value in names for names in c.shadows):
+        q = c.callable_aliases[func.value]  # precision_scope = autocast; precision_scope("cuda")
     if q is not None:
         _call_by_name(c, node, q)
+    elif isinstance(func, cst.Name) and func.value == "dict" and c.on("OA207"):
+        _fused_flags(c, [(a.keyword.value, a.value) for a in node.args if a.keyword is not None])
     if isinstance(func, cst.Attribute):
         _call_by_method(c, node, func)
     _device_kwargs(c, node, q)
+
+
+def _fused_flags(c: FileCheck, items: list[tuple[str | None, cst.BaseExpression]]) -> None:
+    """``dict(fused=True)`` / ``{"fused": True}``: optimizer flags passed on through ``**kwargs``."""
+    for key, value in items:
+        if key in ("fused", "capturable") and isinstance(value, cst.Name) and value.value == "True":
+            c.report(value, "OA207", f"{c.rules['OA207'].summary} (`{key}=True` passed on to an optimizer)",
+                     heuristic=True)
+
+
+def _visit_assign(c: FileCheck, node: cst.Assign) -> None:
+    """``name = torch.autocast`` (or ``autocast if cond else nullcontext``): calls of ``name`` take a device
+    type as the original does."""
+    if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+        return
+    values = [node.value.body, node.value.orelse] if isinstance(node.value, cst.IfExp) else [node.value]
+    for v in values:
+        q = c.qualname(v) if isinstance(v, (cst.Name, cst.Attribute)) else None
+        if q in DEVICE_ARGS:
+            c.callable_aliases[node.targets[0].target.value] = q
+            return
 
 
 def _arg(node: cst.Call, index: int, keyword: str | None = None) -> cst.Arg | None:
@@ -629,6 +991,10 @@ def _call_by_name(c: FileCheck, node: cst.Call, q: str) -> None:
                   cst.Arg(cst.SimpleString('"cpu"'), keyword=cst.Name("map_location"),
                           equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                                 whitespace_after=cst.SimpleWhitespace("")))])) if node.args else None)
+    if q in ("torch.cuda.set_device", "torch.cuda.device") and node.args:
+        key = c.name_key(node.args[0].value)
+        if key is not None:
+            c.device_names.add(key)
     if q in DEVICE_ARGS:
         index, code = DEVICE_ARGS[q]
         keyword = {"torch.device": "type", "torch.load": "map_location", "torch.Generator": "device"}.get(q)
@@ -786,6 +1152,9 @@ def _backend_string(c: FileCheck, call: cst.Call, arg: cst.Arg) -> None:
     (``"nccl" if cuda else "gloo"``) or a default (``args.backend or "nccl"``)."""
     value = arg.value
     t = c.target
+    key = c.name_key(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+    if key is not None:
+        c.backend_names.add(key)
     leaves = [v for v in _string_leaves(value) if _names_nccl(string_value(v) or "")]
     if not leaves:
         return
@@ -875,7 +1244,12 @@ def _call_by_method(c: FileCheck, node: cst.Call, func: cst.Attribute) -> None:
             elif t.device:
                 new = node.with_changes(func=func.with_changes(attr=cst.Name("to")),
                                         args=_with_first(cst.SimpleString(f'"{t.device}"'), keywords))
-        c.report(node, "OA101", "`.cuda()` moves a tensor or module to a CUDA device", new, heuristic=True)
+        if _torch_made(c, func.value):
+            c.report(node, "OA101", "`.cuda()` moves a tensor or module to a CUDA device (the receiver is made by "
+                     "torch: a tensor or a module)", new, fix="safe")
+        else:
+            c.report(node, "OA101", "`.cuda()` moves a tensor or module to a CUDA device (the receiver is not known "
+                     "to be a tensor or module: check it)", new, heuristic=True)
     elif name == "to" and c.qualname(func.value) is None:
         a = _arg(node, 0, "device")
         if a is not None and isinstance(a.value, cst.Call) and c.qualname(a.value.func) == "torch.cuda.current_device":
@@ -895,12 +1269,27 @@ def _call_by_method(c: FileCheck, node: cst.Call, func: cst.Attribute) -> None:
         a = _arg(node, 0)
         if a is not None and string_value(a.value) in ("cuda", "cuda:"):
             c.handled.add(id(a.value))
-            _compare_suggestion(c, a.value)
+            _compare_suggestion(c, a.value, func.value)
     elif name == "add_argument" and c.on("OA505"):
         if any(string_value(a.value) in ("--local_rank", "--local-rank") for a in node.args):
             c.report(node, "OA505", c.rules["OA505"].summary, suggestion='int(os.environ["LOCAL_RANK"])')
     elif name in ("impl", "register_kernel"):
         _dispatch_key(c, node, heuristic=True)
+
+
+def _torch_made(c: FileCheck, value: cst.CSTNode) -> bool:
+    """Whether ``value`` is the result of a torch factory, op or module constructor (torch.randn(...),
+    nn.Sequential(...), torch.ones(2).float()), so that its .cuda() is the tensor's or module's."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+            c.qualname(value.func) is None and value.func.attr.value in ("float", "half", "double", "bfloat16",
+                                                                           "long", "int", "contiguous", "detach",
+                                                                           "clone", "eval", "train"):
+        value = value.func.value
+    if not isinstance(value, cst.Call):
+        return False
+    q = c.qualname(value.func) or ""
+    return q.startswith("torch.") and not q.startswith(("torch.cuda", "torch.utils", "torch.hub", "torch.load",
+                                                        "torch.jit.load"))
 
 
 def _dispatch_key(c: FileCheck, node: cst.Call, *, heuristic: bool) -> None:
@@ -978,6 +1367,11 @@ def _device_string(c: FileCheck, value: cst.BaseExpression, code: str, *, type_o
 
     ``type_only``: the position takes a device type (no index); ``string_only``: it takes a string (the
     neutral form is then built from ``ACC.type``, not a torch.device)."""
+    if isinstance(value, (cst.Name, cst.Attribute)):
+        key = c.name_key(value)
+        if key is not None:
+            c.device_names.add(key)  # a name used as a device: the strings it holds are device strings
+        return
     if id(value) in c.handled:
         return
     t = c.target
@@ -1037,6 +1431,9 @@ DYNAMIC_FORMAT = re.compile(r"cuda:\{\w*\}")
 def _dynamic_text(value: cst.CSTNode) -> tuple[cst.CSTNode, str] | None:
     """The literal part of a device string built at run time, and its text. Only the exact forms count:
     f"cuda:{i}", "cuda:" + s, "cuda:%d" % i, "cuda:{}".format(i); f"cuda:{rank} ready" is log text."""
+    if isinstance(value, cst.FormattedString) and len(value.parts) == 1 and \
+            isinstance(value.parts[0], cst.FormattedStringText) and DEVICE.fullmatch(value.parts[0].value):
+        return value.parts[0], value.parts[0].value  # f"cuda": an f-string with nothing to format
     if isinstance(value, cst.FormattedString) and len(value.parts) == 2 and \
             isinstance(value.parts[0], cst.FormattedStringText) and value.parts[0].value == "cuda:" and \
             isinstance(value.parts[1], cst.FormattedStringExpression):
@@ -1087,9 +1484,16 @@ def _dynamic_device(c: FileCheck, value: cst.CSTNode, *, safe: bool, code: str =
     if safe:
         c.report(part, code, message, new)
     else:
-        whole = value.deep_replace(part, new) if new is not None and part is not value else new
-        c.report(part, code, message + " (outside a device position: check it)",
-                 suggestion=_code(whole) if whole is not None else None)
+        key = c.assigned_name(value)
+        if key is None:
+            whole = value.deep_replace(part, new) if new is not None and part is not value else new
+            c.report(part, code, message + " (outside a device position: check it)",
+                     suggestion=_code(whole) if whole is not None else None)
+            return
+        # kept in a name (device = f"cuda:{rank}"): rewritten as the name's other device strings are
+        c.report(part, code, message + " (outside a device position: check it)", new, heuristic=True, fix="unsafe")
+        if c.plan.reports and c.plan.reports[-1].node is part:
+            c.device_values.append((key, c.plan.reports[-1]))
 
 
 def _visit_string(c: FileCheck, node: cst.SimpleString) -> None:
@@ -1109,10 +1513,17 @@ def _visit_string(c: FileCheck, node: cst.SimpleString) -> None:
     if s == "torch.distributed.launch" and c.on("OA505") and isinstance(parent, (cst.Arg, cst.Element)):
         c.report(node, "OA505", c.rules["OA505"].summary, suggestion="torchrun")
         return
+    if s in ("nccl", "NCCL") and c.on("OA301"):
+        _nccl_value(c, node, s)
+        return
     if not DEVICE.fullmatch(s) or not c.on("OA103") or c.target.keeps_cuda:
         return
-    if _device_table(c, node, parent) or not _holds_a_device(c, node, parent):
+    if _device_table(c, node, parent):
         return
+    if not _holds_a_device(c, node, parent):
+        holder, above = _value_holder(c, node)  # device_type = "cuda" if "cuda" in device else "cpu"
+        if holder is node or not isinstance(above, (cst.Assign, cst.AnnAssign)):
+            return
     new: cst.CSTNode | None = None
     m = DEVICE.fullmatch(s)
     assert m is not None
@@ -1125,6 +1536,20 @@ def _visit_string(c: FileCheck, node: cst.SimpleString) -> None:
         new = with_value(node, c.device_text(m.group(1)) or "")
     c.report(node, "OA103", f"{c.rules['OA103'].summary}: '{s}' (outside a device position)", new, heuristic=True,
              fix="unsafe")
+    key = c.assigned_name(node)
+    if key is not None and c.plan.reports and c.plan.reports[-1].node is node:
+        c.device_values.append((key, c.plan.reports[-1]))
+
+
+def _value_holder(c: FileCheck, node: cst.CSTNode) -> tuple[cst.CSTNode, cst.CSTNode | None]:
+    """The outermost conditional or and/or whose value ``node`` can be (not its test), and what holds it."""
+    depth = len(c.stack)
+    child = node
+    while depth > 0 and isinstance(c.stack[depth - 1], (cst.IfExp, cst.BooleanOperation)) and \
+            getattr(c.stack[depth - 1], "test", None) is not child:
+        child = c.stack[depth - 1]
+        depth -= 1
+    return child, c.stack[depth - 1] if depth > 0 else None
 
 
 DEVICE_TYPES = {"cpu", "cuda", "mps", "xpu", "npu", "mlu", "musa", "hpu", "meta", "xla", "supa"}
@@ -1147,6 +1572,38 @@ def _device_table(c: FileCheck, node: cst.SimpleString, parent: cst.CSTNode | No
     return True
 
 
+def _nccl_value(c: FileCheck, node: cst.SimpleString, s: str) -> None:
+    """"nccl" held for later (``backend = "nccl"``, ``default="nccl"``, a dict value, a branch of
+    ``"NCCL" if gpu else "GLOO"``): the value the backend will be. Rewritten with --unsafe-fixes, since
+    where the value goes is not seen here."""
+    child, parent = _value_holder(c, node)
+    depth = len(c.stack)
+    while depth > 0 and c.stack[depth - 1] is not parent:
+        depth -= 1
+    saved = c.stack
+    c.stack = c.stack[:depth]
+    try:
+        holds = _holds_a_device(c, child, parent) or (isinstance(parent, cst.Arg) and parent.keyword is not None
+                                                     and parent.keyword.value in ("backend", "dist_backend"))
+    finally:
+        c.stack = saved
+    if not holds:
+        return
+    t = c.target
+    if t.keeps_cuda:
+        return
+    new: cst.CSTNode | None = None
+    if t.dist_backend:
+        new = with_value(node, t.dist_backend.upper() if s.isupper() else t.dist_backend)
+    elif t.neutral and c.acc is not None and version_at_least(c.min_torch, "2.6"):
+        new = expr(f"torch.distributed.get_default_backend_for_device({c.acc})")
+    c.report(node, "OA301", f"{c.rules['OA301'].summary}: '{s}' (a value held for later: check where it goes)",
+             new, heuristic=True, fix="unsafe")
+    key = c.assigned_name(node)
+    if key is not None and c.plan.reports and c.plan.reports[-1].node is node:
+        c.backend_values.append((key, c.plan.reports[-1]))
+
+
 def _holds_a_device(c: FileCheck, node: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
     """Whether a "cuda" literal outside a device position still names the device to use: the value of an
     assignment or a return, a parameter's default, `default=` (argparse) or a `choices=` entry, a dict
@@ -1165,6 +1622,8 @@ def _holds_a_device(c: FileCheck, node: cst.CSTNode, parent: cst.CSTNode | None)
 
 
 def _visit_fstring(c: FileCheck, node: cst.CSTNode) -> None:
+    if isinstance(node, cst.FormattedString) and all(isinstance(p, cst.FormattedStringText) for p in node.parts):
+        return  # f"cuda" with nothing to format: a device string only where a device goes (print(f"cuda") is text)
     if id(node) not in c.handled:
         _dynamic_device(c, node, safe=False)
 
@@ -1174,16 +1633,37 @@ def _visit_binop(c: FileCheck, node: cst.BinaryOperation) -> None:
         _dynamic_device(c, node, safe=False)
 
 
-def _compare_suggestion(c: FileCheck, string: cst.CSTNode) -> None:
+def _compare_suggestion(c: FileCheck, string: cst.CSTNode, probed: cst.CSTNode | None = None) -> None:
     s = string_value(string) or ""
     t = c.target
     if t.keeps_cuda:
         return
+    new: cst.CSTNode | None = None
     if t.neutral:
+        # no rewrite: on a host without accelerator the neutral device type is "cpu", and a probe that was
+        # false there ("cuda" in device) would turn true
         suggestion: str | None = c.acc_type if c.acc else "torch.accelerator.current_accelerator().type"
     else:
         suggestion = repr(t.device + s[len("cuda"):]) if t.device else None
+        if t.device and isinstance(string, cst.SimpleString):
+            new = with_value(string, t.device + s[len("cuda"):])
     c.report(string, "OA105", f"{c.rules['OA105'].summary}: '{s}'", suggestion=suggestion)
+    key = c.name_key(probed) if probed is not None else None
+    if key is not None and c.plan.reports and c.plan.reports[-1].node is string:
+        c.device_probes.append((key, c.plan.reports[-1], new))
+
+
+def _probed(node: cst.Comparison, string: cst.CSTNode) -> cst.CSTNode | None:
+    """The value a one-operator comparison tests against a device string: ``device`` in ``"cuda" in device``
+    or ``device_type == "cuda"``."""
+    if len(node.comparisons) != 1 or not isinstance(node.comparisons[0].operator, (
+            cst.Equal, cst.NotEqual, cst.In, cst.NotIn, cst.Is, cst.IsNot)):
+        return None
+    left, right = node.left, node.comparisons[0].comparator
+    other = right if left is string else left if right is string else None
+    if isinstance(other, cst.Attribute) and other.attr.value in ("type", "device"):
+        return None  # a tensor's device (x.device.type == "cuda"): whether any accelerator is meant is a judgement
+    return other if isinstance(other, (cst.Name, cst.Attribute)) else None
 
 
 def _visit_comparison(c: FileCheck, node: cst.Comparison) -> None:
@@ -1198,7 +1678,7 @@ def _visit_comparison(c: FileCheck, node: cst.Comparison) -> None:
         if DEVICE.fullmatch(s) or s == "cuda:":
             c.handled.add(id(op))
             if c.on("OA105"):
-                _compare_suggestion(c, op)
+                _compare_suggestion(c, op, _probed(node, op))
         elif s in ("nccl", "NCCL"):
             c.handled.add(id(op))
             c.report(op, "OA304", f"{c.rules['OA304'].summary}: '{s}'")
@@ -1254,8 +1734,15 @@ def _visit_subscript(c: FileCheck, node: cst.Subscript) -> None:
 
 
 def _visit_dict(c: FileCheck, node: cst.Dict) -> None:
-    if any(isinstance(e, cst.StarredDictElement) and c.qualname(e.value) == "os.environ" for e in node.elements):
-        _env_dict(c, node)
+    """Environment variable names as keys (an env dict for subprocess or os.environ.update, built anywhere),
+    optimizer flags passed on through **kwargs."""
+    for e in node.elements:
+        if isinstance(e, cst.DictElement):
+            s = string_value(e.key)
+            if s is not None and (s in c.env_names or s.startswith(tuple(c.env_prefixes))):
+                _env_string(c, e.key)
+    if c.on("OA207"):
+        _fused_flags(c, [(string_value(e.key), e.value) for e in node.elements if isinstance(e, cst.DictElement)])
 
 
 def _env_dict(c: FileCheck, node: cst.Dict) -> None:
@@ -1303,4 +1790,5 @@ _HANDLERS: dict[type, Any] = {
     cst.IfExp: _visit_ifexp,
     cst.Subscript: _visit_subscript,
     cst.Dict: _visit_dict,
+    cst.Assign: _visit_assign,
 }

@@ -5,7 +5,10 @@
     select = ["OA1", "OA4"]    # codes or prefixes; default: every rule that is on by default
     extend-select = ["OA610"]
     ignore = ["OA105"]
-    exclude = ["third_party/*"]
+    exclude = ["third_party/*"]    # replaces the default exclusions (.venv, build, dist, node_modules, ...)
+    extend-exclude = ["gen/*"]     # adds to them
+    respect-gitignore = true       # skip what .gitignore, .ignore and .git/info/exclude ignore
+    force-exclude = false          # apply the exclusions to files named on the command line too
     min-torch = "2.6"          # gates the neutral target's torch.accelerator rewrites
     unsafe-fixes = false
 
@@ -26,8 +29,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-KEYS = {"target": str, "select": list, "extend-select": list, "ignore": list, "exclude": list, "min-torch": str,
-        "unsafe-fixes": bool}
+KEYS = {"target": str, "select": list, "extend-select": list, "ignore": list, "exclude": list, "extend-exclude": list,
+        "min-torch": str, "unsafe-fixes": bool, "respect-gitignore": bool, "force-exclude": bool}
 
 
 @dataclass

@@ -61,7 +61,10 @@ class Settings:
     extend_select: tuple[str, ...] = ()
     min_torch: str = DEFAULT_MIN_TORCH
     unsafe_fixes: bool = False
-    exclude: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()  # patterns skipped besides the defaults (extend-exclude, --exclude)
+    exclude_defaults: tuple[str, ...] | None = None  # [tool.opaudit] exclude: replaces DEFAULT_EXCLUDE
+    respect_gitignore: bool = True
+    force_exclude: bool = False  # the exclusions apply to files named on the command line too
 
     def resolved(self) -> tuple[Target, Catalogue, frozenset[str]]:
         return _resolve(self)
@@ -270,14 +273,15 @@ def _findings(path: str, module: cst.Module, plan: Plan, text: str | None,
         return []
     pos = _positions(module, reports, text) if text is not None else {}
     out = []
-    seen = set()
+    seen: set[tuple[int, int, str]] = set()
     for r in reports:
         line, col, end_line, end_col = pos.get(id(r.node), (1, 1, 1, 1))
         suppressed = False
         for ln in {line, end_line}:
             if ln in noqa and (noqa[ln] is None or r.code in noqa[ln]):  # type: ignore[operator]
                 suppressed = True
-        key = (line, col, r.code)
+        # without positions (the later passes of a fix), findings are told apart by their node
+        key = (line, col, r.code) if text is not None else (id(r.node), 0, r.code)
         if suppressed or key in seen:
             continue
         seen.add(key)
@@ -500,14 +504,75 @@ class Run:
         return [r.error for r in self.files if r.error]
 
 
-def collect(paths: Iterable[str | os.PathLike[str]],
-            exclude: Iterable[str] = ()) -> tuple[list[Path], list[Path], list[str]]:
+VCS_DIRS = (".git", ".hg", ".svn", ".bzr")
+
+
+class _Ignores:
+    """What .gitignore (inside a git work tree), .ignore and .git/info/exclude files say about a path, as
+    git does: the files of a folder and of the folders above it up to the work tree's root, the deeper
+    file's verdict winning, negations (!keep.py) included."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, tuple[bool, list[tuple[str, Any]]]] = {}  # folder -> (in a git work tree, specs)
+
+    def _for(self, folder: str) -> tuple[bool, list[tuple[str, Any]]]:
+        if folder in self._specs:
+            return self._specs[folder]
+        import pathspec
+
+        parent = os.path.dirname(folder)
+        git_root = os.path.exists(os.path.join(folder, ".git"))
+        in_git, specs = (True, []) if git_root else (False, []) if parent == folder else self._for(parent)
+        specs = list(specs)
+        names = [".gitignore", ".ignore"] if in_git else [".ignore"]
+        for name in ([os.path.join(".git", "info", "exclude")] if git_root else []) + names:
+            file = os.path.join(folder, name)
+            if os.path.isfile(file):
+                try:
+                    with open(file, encoding="utf-8", errors="replace") as f:
+                        specs.append((folder, pathspec.GitIgnoreSpec.from_lines(f.read().splitlines())))
+                except OSError:
+                    continue
+        self._specs[folder] = (in_git, specs)
+        return in_git, specs
+
+    def ignored(self, path: str, is_dir: bool) -> bool:
+        path = os.path.abspath(path)
+        verdict = False
+        for base, spec in self._for(os.path.dirname(path))[1]:
+            rel = os.path.relpath(path, base).replace(os.sep, "/") + ("/" if is_dir else "")
+            include = spec.check_file(rel).include
+            if include is not None:
+                verdict = include
+        return verdict
+
+
+def _is_environment(folder: str) -> bool:
+    """A virtual environment or an installed-packages folder: never walked."""
+    name = os.path.basename(folder)
+    return name in ("site-packages", "dist-packages") or os.path.isfile(os.path.join(folder, "pyvenv.cfg")) or \
+        os.path.isfile(os.path.join(folder, "conda-meta", "history"))
+
+
+def collect(paths: Iterable[str | os.PathLike[str]], exclude: Iterable[str] = (), *,
+            defaults: Iterable[str] | None = None, respect_gitignore: bool = True,
+            force_exclude: bool = False) -> tuple[list[Path], list[Path], list[str]]:
     """The .py files under ``paths`` (and .cu/.cuh sources, for OA804), with warnings for what was skipped.
 
     A directory is walked without following symlinks; a file that resolves outside the given paths is
-    skipped, so nothing outside them is ever written. Excluded names (fnmatch patterns) apply to walked
-    entries, not to files named explicitly."""
-    patterns = [*DEFAULT_EXCLUDE, *exclude]
+    skipped, so nothing outside them is ever written. As ruff walks: excluded names (fnmatch patterns:
+    ``defaults``, else DEFAULT_EXCLUDE, and ``exclude``), what .gitignore, .ignore and git's exclude file
+    ignore (unless not ``respect_gitignore``), virtual environments and site-packages are skipped; files
+    named explicitly are taken as they are unless ``force_exclude``."""
+    patterns = [*VCS_DIRS, *(DEFAULT_EXCLUDE if defaults is None else defaults), *exclude]
+    ignores = _Ignores() if respect_gitignore else None
+
+    def skipped(name: str, dirpath: str, is_dir: bool) -> bool:
+        full = os.path.join(dirpath, name)
+        if _excluded(name, dirpath, patterns) or (is_dir and _is_environment(full)):
+            return True
+        return ignores is not None and ignores.ignored(full, is_dir)
+
     roots = []
     py: dict[Path, Path] = {}
     cu: list[Path] = []
@@ -532,16 +597,18 @@ def collect(paths: Iterable[str | os.PathLike[str]],
     for p in paths:
         path = Path(p)
         if path.is_file():
+            if force_exclude and _forced_out(path, skipped):
+                continue
             if path.suffix in (".cu", ".cuh"):
                 cu.append(path)
             else:
                 add(path)
             continue
         for dirpath, dirnames, filenames in os.walk(path):
-            dirnames[:] = sorted(d for d in dirnames if not _excluded(d, dirpath, patterns)
-                                 and not os.path.islink(os.path.join(dirpath, d)))
+            dirnames[:] = sorted(d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))
+                                 and not skipped(d, dirpath, True))
             for name in sorted(filenames):
-                if _excluded(name, dirpath, patterns):
+                if not name.endswith((".py", ".pyi", ".cu", ".cuh")) or skipped(name, dirpath, False):
                     continue
                 file = Path(dirpath) / name
                 if name.endswith((".py", ".pyi")):
@@ -549,6 +616,20 @@ def collect(paths: Iterable[str | os.PathLike[str]],
                 elif name.endswith((".cu", ".cuh")):
                     cu.append(file)
     return sorted(py.values()), cu, warnings
+
+
+def _forced_out(path: Path, skipped: Any) -> bool:
+    """Whether a file named on the command line is excluded (--force-exclude): the file, or a folder
+    between the working directory and it."""
+    rel = Path(os.path.relpath(path.absolute(), os.getcwd()))
+    if rel.parts and rel.parts[0] == "..":
+        return bool(skipped(path.name, str(path.parent), False))
+    here = Path(os.getcwd())
+    for part in rel.parts[:-1]:
+        if skipped(part, str(here), True):
+            return True
+        here = here / part
+    return bool(skipped(path.name, str(path.parent), False))
 
 
 def _excluded(name: str, dirpath: str, patterns: list[str]) -> bool:
@@ -584,7 +665,8 @@ def run(paths: Iterable[str | os.PathLike[str]], settings: Settings, *, fix: boo
     """Lint (or, with ``fix``, fix) every Python file under ``paths``. With ``write`` the fixed files are
     written atomically, each only if its output parses; without it (``--diff``) nothing is written."""
     target, cat, selected = settings.resolved()  # unknown target or selector: fail before any work
-    files, cu, warnings = collect(paths, settings.exclude)
+    files, cu, warnings = collect(paths, settings.exclude, defaults=settings.exclude_defaults,
+                                  respect_gitignore=settings.respect_gitignore, force_exclude=settings.force_exclude)
     out = Run(warnings=warnings)
     if "OA804" in selected and not target.keeps_cuda:
         rule = cat.rules["OA804"]

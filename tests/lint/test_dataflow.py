@@ -1,0 +1,66 @@
+"""Fixes that follow values: a device string and the device-type probes derived from it are ported
+together, capability probes in one condition together or not at all, a backend name kept in a variable
+with the call that takes it (tests/fixtures/lint/dataflow/)."""
+
+from __future__ import annotations
+
+import ast
+
+from helpers import FIXTURES
+
+from opaudit.lint import Settings, fix_source, lint_source
+
+GPT = (FIXTURES / "lint" / "dataflow" / "gpt_train.py").read_bytes()
+
+
+def _lines(code: bytes) -> list[str]:
+    return [ln.strip() for ln in code.decode().splitlines()]
+
+
+def test_safe_fix_ports_device_strings_with_their_probes():
+    new = fix_source(GPT, Settings(target="ascend")).new
+    ast.parse(new)
+    lines = _lines(new)
+    # the device, the f-string kept in it and the probes derived from it: all or nothing, here all
+    assert 'device = "npu"' in lines and 'device = f"npu:{local_rank}"' in lines
+    assert 'device_type = "npu" if "npu" in device else "cpu"' in lines
+    assert 'if device_type == "npu":' in lines
+    assert "torch.npu.set_device(device)" in lines
+    assert 'backend = "hccl"' in lines  # passed as init_process_group's backend
+    # is_available alone is safe, is_bf16_supported is not: one condition, so neither moves without
+    # --unsafe-fixes (half a port would pick float16 on a bf16 device)
+    assert any("torch.cuda.is_available() and torch.cuda.is_bf16_supported()" in ln for ln in lines)
+    # a parameter compared with "cuda" is a value from elsewhere: only with --unsafe-fixes
+    assert 'use_fused = device_type == "cuda"' in lines
+    assert "cuda" not in new.decode().replace("torch.cuda.is_available() and torch.cuda.is_bf16_supported()", "") \
+        .replace('device_type == "cuda"', "")
+    assert fix_source(new, Settings(target="ascend")).new == new
+
+
+def test_unsafe_fix_takes_the_whole_condition_and_the_parameters():
+    new = fix_source(GPT, Settings(target="ascend", unsafe_fixes=True)).new
+    lines = _lines(new)
+    assert any("torch.npu.is_available() and torch.npu.is_bf16_supported()" in ln for ln in lines)
+    assert 'use_fused = device_type == "npu"' in lines
+    assert "cuda" not in new.decode()
+
+
+def test_probe_messages_say_why():
+    found = {(f.line, f.code): f for f in lint_source(GPT, Settings(target="ascend")).findings}
+    assert found[(11, "OA120")].fix == "unsafe" and found[(11, "OA117")].fix == "unsafe"
+    assert "other probes of its condition" in found[(11, "OA117")].message
+    assert found[(18, "OA105")].fix == "safe" and "device strings it tests" in found[(18, "OA105")].message
+
+
+def test_a_probe_on_a_tensor_stays_a_suggestion():
+    src = b'import torch\ndef f(x):\n    return x.device.type == "cuda"\n'
+    (finding,) = lint_source(src, Settings(target="ascend")).findings
+    assert finding.code == "OA105" and finding.fix == "suggestion"
+    assert fix_source(src, Settings(target="ascend", unsafe_fixes=True)).new == src
+
+
+def test_a_probe_without_rewrite_holds_back_its_device_string():
+    # neutral: a device-type probe has no faithful rewrite (on a host without accelerator the type is "cpu")
+    src = b'import torch\ndevice = "cuda"\nx = torch.ones(1).to(device)\npin = "cuda" in device\n'
+    new = fix_source(src, Settings(target="neutral", unsafe_fixes=True)).new
+    assert new == src
