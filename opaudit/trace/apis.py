@@ -127,7 +127,7 @@ def _wrapper(original: Callable, key: str) -> Callable:
     hit = _wrappers.get(id(original))
     if hit is not None and hit[0] is original:
         return hit[1]
-    from opaudit.trace.recorder import _shapes, _signature
+    from opaudit.trace.recorder import DEVICE, _placement, _shapes, _signature
 
     active = _active
     current_mode = _get_current_dispatch_mode
@@ -147,7 +147,8 @@ def _wrapper(original: Callable, key: str) -> Callable:
             else:
                 phase, module, loc = rec._where(getframe(1))
             k = (key, "api", phase, _signature(args, kwargs), module, loc, None,
-                 _shapes(args, kwargs) if rec.shapes else None)
+                 _shapes(args, kwargs) if rec.shapes else None,
+                 _placement(args, kwargs) if rec.split_host else DEVICE)
             counts = rec.counts
             counts[k] = counts.get(k, 0) + 1
         return original(*args, **kwargs)
