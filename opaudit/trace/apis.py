@@ -33,6 +33,7 @@ import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from opaudit.trace.choices import choice_entries
+from opaudit.trace.patching import Patches
 
 _CIA = "CompositeImplicitAutograd"
 _BUILTIN = (type(torch.relu), type(torch._C.TensorBase.relu))  # builtin function, method descriptor
@@ -162,23 +163,13 @@ def _wrapper(original: Callable, key: str) -> Callable:
     return api
 
 
-class ApiWatch:
+class ApiWatch(Patches):
     """Installs the wrappers for one recording (``rec``: a recorder.Recording) and takes them away."""
 
     def __init__(self, rec: Any):
+        super().__init__()
         self.rec = rec
-        self._saved: list[tuple[Any, str, bool, Any]] = []  # (holder, attr, was in __dict__, original)
         self._outer: tuple[Any, int | None] = (None, None)
-
-    def _patch(self, holder: Any, attr: str, replacement: Any) -> None:
-        d = getattr(holder, "__dict__", {})
-        was_own = attr in d
-        original = d[attr] if was_own else getattr(holder, attr)
-        try:
-            setattr(holder, attr, replacement)
-        except (AttributeError, TypeError):  # a read-only holder: left alone
-            return
-        self._saved.append((holder, attr, was_own, original))
 
     def install(self) -> None:
         self._outer = (_active.rec, _active.thread)
@@ -194,34 +185,10 @@ class ApiWatch:
             if w is None:
                 w = wrappers[id(original)] = _wrapper(original, key)
                 originals[id(original)] = original
-            self._patch(holder, attr, w)
-        # other names bound to the same builtins (torch.nn.functional.linear is torch._C._nn.linear);
-        # a module is scanned once per process, and remembered if it holds one
-        if len(_scanned) != len(sys.modules):
-            for mod_name, module in list(sys.modules.items()):
-                if mod_name not in _scanned:
-                    names = _references(module, originals)
-                    _scanned[mod_name] = names
-                    if names:
-                        _holding[mod_name] = names
-        for mod_name, names in list(_holding.items()):
-            holder = sys.modules.get(mod_name)
-            if holder is None:
-                continue
-            for name in names:
-                value = getattr(holder, name, None)
-                w = wrappers.get(id(value))
-                if w is not None and originals[id(value)] is value:
-                    self._patch(holder, name, w)
+            self.patch(holder, attr, w)
+        # other names bound to the same builtins (torch.nn.functional.linear is torch._C._nn.linear)
+        self.patch_aliases(originals, wrappers, _scanned, _holding, _references)
 
     def remove(self) -> None:
-        for holder, attr, was_own, original in reversed(self._saved):
-            try:
-                if was_own:
-                    setattr(holder, attr, original)
-                else:
-                    delattr(holder, attr)
-            except (AttributeError, TypeError):  # pragma: no cover
-                pass
-        self._saved = []
+        super().remove()
         _active.rec, _active.thread = self._outer

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from opaudit.data import load_toml
+from opaudit.trace.patching import Patches
 
 
 @dataclass(frozen=True)
@@ -79,12 +80,12 @@ def _references(module: Any, originals: dict[int, Any]) -> tuple[str, ...]:
     return tuple(name for name, value in list(d.items()) if id(value) in originals and originals[id(value)] is value)
 
 
-class ChoiceWatch:
+class ChoiceWatch(Patches):
     """Installs the wrappers; ``on_call(name, args, kwargs, frame, run)`` is the recorder's hook."""
 
     def __init__(self, on_call: Callable[..., Any]):
+        super().__init__()
         self.on_call = on_call
-        self._saved: list[tuple[Any, str, bool, Any]] = []  # (holder, attr, was in __dict__, original)
 
     def _wrap(self, original: Callable, choice: Choice) -> Callable:
         on_call = self.on_call
@@ -102,16 +103,6 @@ class ChoiceWatch:
         watched.__opaudit_original__ = original  # type: ignore[attr-defined]
         return watched
 
-    def _patch(self, holder: Any, attr: str, replacement: Any) -> None:
-        d = getattr(holder, "__dict__", {})
-        was_own = attr in d
-        original = d[attr] if was_own else getattr(holder, attr)
-        try:
-            setattr(holder, attr, replacement)
-        except (AttributeError, TypeError):  # a read-only holder: left alone
-            return
-        self._saved.append((holder, attr, was_own, original))
-
     def install(self) -> None:
         wrappers: dict[int, Callable] = {}
         originals: dict[int, Any] = {}
@@ -122,33 +113,7 @@ class ChoiceWatch:
             if w is None:
                 w = wrappers[id(original)] = self._wrap(original, choice)
                 originals[id(original)] = original
-            self._patch(holder, attr, w)
-        # other names bound to the same functions, anywhere in the loaded modules; a module is
-        # scanned once per process (it takes ~50 ms for all of them), and remembered if it holds one
-        if len(_scanned) != len(sys.modules):
-            for mod_name, module in list(sys.modules.items()):
-                if mod_name not in _scanned:
-                    names = _references(module, originals)
-                    _scanned[mod_name] = names
-                    if names:
-                        _holding[mod_name] = names
-        for mod_name, names in list(_holding.items()):
-            holder = sys.modules.get(mod_name)
-            if holder is None:
-                continue
-            for name in names:
-                value = getattr(holder, name, None)
-                w = wrappers.get(id(value))
-                if w is not None and originals[id(value)] is value:
-                    self._patch(holder, name, w)
-
-    def remove(self) -> None:
-        for holder, attr, was_own, original in reversed(self._saved):
-            try:
-                if was_own:
-                    setattr(holder, attr, original)
-                else:
-                    delattr(holder, attr)
-            except (AttributeError, TypeError):  # pragma: no cover
-                pass
-        self._saved = []
+            self.patch(holder, attr, w)
+        # other names bound to the same functions, anywhere in the loaded modules (scanning all of them
+        # takes ~50 ms, once per process)
+        self.patch_aliases(originals, wrappers, _scanned, _holding, _references)
