@@ -598,6 +598,15 @@ _PATHS_HELP = "Files or folders to check; - reads standard input."
 _SELECT_HELP = "Rule codes or prefixes to check (OA1, OA401; comma-separated or repeated); ALL for every rule."
 
 
+# file discovery, shared by lint and fix
+_EXCLUDE = typer.Option(None, "--exclude", "--extend-exclude",
+                        help="File or folder patterns to skip (besides the defaults).")
+_RESPECT_GITIGNORE = typer.Option(None, "--respect-gitignore/--no-respect-gitignore",
+                                  help="Skip what .gitignore, .ignore and git's exclude file ignore (default: yes).")
+_FORCE_EXCLUDE = typer.Option(None, "--force-exclude/--no-force-exclude",
+                              help="Apply the exclusions to files named on the command line too.")
+
+
 @app.command()
 def lint(
     paths: list[str] = typer.Argument(None, help=_PATHS_HELP),
@@ -606,13 +615,9 @@ def lint(
     select: list[str] | None = typer.Option(None, "--select", help=_SELECT_HELP),
     extend_select: list[str] | None = typer.Option(None, "--extend-select", help="Codes to add to the selection."),
     ignore: list[str] | None = typer.Option(None, "--ignore", help="Codes or prefixes to leave out."),
-    exclude: list[str] | None = typer.Option(None, "--exclude", "--extend-exclude",
-                                             help="File or folder patterns to skip (besides the defaults)."),
-    respect_gitignore: bool | None = typer.Option(None, "--respect-gitignore/--no-respect-gitignore",
-                                                  help="Skip what .gitignore, .ignore and git's exclude file ignore "
-                                                  "(default: yes)."),
-    force_exclude: bool | None = typer.Option(None, "--force-exclude/--no-force-exclude",
-                                              help="Apply the exclusions to files named on the command line too."),
+    exclude: list[str] | None = _EXCLUDE,
+    respect_gitignore: bool | None = _RESPECT_GITIGNORE,
+    force_exclude: bool | None = _FORCE_EXCLUDE,
     output_format: LintFormat = typer.Option(LintFormat.text, "--output-format", help="How to print findings."),
     statistics: bool = typer.Option(False, "--statistics", help="Count findings per rule instead."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit with 0 even when findings remain."),
@@ -658,13 +663,9 @@ def fix(
     select: list[str] | None = typer.Option(None, "--select", help=_SELECT_HELP),
     extend_select: list[str] | None = typer.Option(None, "--extend-select", help="Codes to add to the selection."),
     ignore: list[str] | None = typer.Option(None, "--ignore", help="Codes or prefixes to leave out."),
-    exclude: list[str] | None = typer.Option(None, "--exclude", "--extend-exclude",
-                                             help="File or folder patterns to skip (besides the defaults)."),
-    respect_gitignore: bool | None = typer.Option(None, "--respect-gitignore/--no-respect-gitignore",
-                                                  help="Skip what .gitignore, .ignore and git's exclude file ignore "
-                                                  "(default: yes)."),
-    force_exclude: bool | None = typer.Option(None, "--force-exclude/--no-force-exclude",
-                                              help="Apply the exclusions to files named on the command line too."),
+    exclude: list[str] | None = _EXCLUDE,
+    respect_gitignore: bool | None = _RESPECT_GITIGNORE,
+    force_exclude: bool | None = _FORCE_EXCLUDE,
     output_format: LintFormat = typer.Option(LintFormat.text, "--output-format",
                                              help="How to print what remains."),
     statistics: bool = typer.Option(False, "--statistics", help="Count remaining findings per rule instead."),
