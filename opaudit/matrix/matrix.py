@@ -161,6 +161,7 @@ class Matrix:
     _cache: dict[str, Support] = field(init=False, default_factory=dict)
     _custom_cache: dict[tuple[str, Registration], Support] = field(init=False, default_factory=dict)
     _caveat_index: dict[str, list[Caveat]] | None = field(init=False, default=None)
+    _status_kinds: bool | None = field(init=False, default=None)  # has caveats of kind unsupported or cpu
 
     def __post_init__(self) -> None:
         r = self.release
@@ -200,13 +201,19 @@ class Matrix:
         base = self.resolve(op, registration)
         if base.status not in ("native", "composite", "cpu_fallback") or not dtypes:
             return base
-        for c in self.caveats(op, dtypes):
+        if self._status_kinds is None:  # most releases have no caveat that changes a status: no search then
+            self._status_kinds = any(c.kind in ("unsupported", "cpu") and not c.api
+                                     for c in self.release.all_caveats())
+        if not self._status_kinds:
+            return base
+        found = self.caveats(op, dtypes)
+        for c in found:
             if c.kind == "unsupported":
                 used = ", ".join(d for d in c.dtypes if d in dtype_names(dtypes))
                 return Support("missing", via=base.via, note=f"{used} on {self.release.device_type}: {c.note}",
                                leaves=base.leaves)
         if base.status != "cpu_fallback":
-            for c in self.caveats(op, dtypes):
+            for c in found:
                 if c.kind == "cpu":
                     return Support("cpu_fallback", via=base.via, note=c.note, leaves=base.leaves)
         return base
