@@ -47,6 +47,8 @@ _DUMP_LINE = re.compile(r"^(\w+)(?:\[alias\])?: registered at (.+?):\d+(?: |$)")
 class Registration:
     """The dispatch keys with a kernel for one op overload, in the process that ran it."""
 
+    __pydantic_config__ = {"extra": "forbid", "strict": True}  # read strictly from trace files
+
     keys: tuple[str, ...]
     python: tuple[str, ...] = ()  # of those, the keys whose kernel was registered from Python
     torch: tuple[str, ...] = ()  # of those, the keys whose kernel PyTorch's own C++ registers

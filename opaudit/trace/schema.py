@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from opaudit.errors import InputError
 from opaudit.files import write_atomic
@@ -21,6 +22,7 @@ SCHEMA_VERSION = 2  # 2: records say where their tensors live (``where``), casts
 PHASES = ("forward", "backward", "optimizer")
 KINDS = ("op", "custom", "choice", "api")
 PLACES = ("device", "host", "mixed")
+MODES = ("real", "meta", "fake")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class OpRecord:
     ``mixed`` (device tensors with host ones: 0-dim host scalars, host<->device copies, CPU indices).
     A CPU trace's records are all ``device``: the CPU is the device there.
     """
+
+    __pydantic_config__ = {"extra": "forbid", "strict": True}  # read strictly (trace files: _parse)
 
     op: str
     kind: str
@@ -96,6 +100,8 @@ class OpRecord:
 @dataclass
 class TraceMeta:
     """How a trace was taken. The op set depends on every one of these, so they travel with it."""
+
+    __pydantic_config__ = {"extra": "forbid", "strict": True}  # read strictly (trace files: _parse)
 
     opaudit_version: str
     torch_version: str
@@ -221,28 +227,8 @@ class Trace:
 
     @classmethod
     def from_json(cls, data: Any, *, origin: str = "trace") -> Trace:
-        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-            raise InputError(f"{origin} is not an opaudit trace (no \"schema\": \"{SCHEMA}\" field)")
-        version = data.get("version")
-        if version != SCHEMA_VERSION:
-            older = isinstance(version, int) and version < SCHEMA_VERSION
-            raise InputError(
-                f"{origin} uses trace schema version {version!r}; this opaudit reads version {SCHEMA_VERSION}"
-                + (" (version 2 records where each op's tensors live, host or device, and the output dtype of casts)"
-                   if older else ""),
-                hint="re-run the scan with this version of opaudit, or install the opaudit that wrote it",
-            )
-        try:
-            known = {f.name for f in fields(TraceMeta)}
-            meta = TraceMeta(**{k: v for k, v in data["meta"].items() if k in known})
-            records = [OpRecord.from_json(r) for r in data["records"]]
-            # absent in traces written before opaudit recorded them: their custom ops resolve as unknown
-            registrations = {str(op): Registration.from_json(reg)
-                             for op, reg in dict(data.get("registrations") or {}).items()}
-        except (KeyError, TypeError, ValueError) as e:
-            raise InputError(f"{origin} is damaged: {type(e).__name__}: {e}") from None
-        return cls(meta=meta, records=records, modules=dict(data.get("modules", {})),
-                   sources=dict(data.get("sources", {})), registrations=registrations)
+        """The trace of a parsed JSON document, checked as strictly as a file (:func:`load_trace`)."""
+        return _parse(json.dumps(data), data, origin)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the trace as JSON, atomically: the file is either the old one or the new one."""
@@ -265,8 +251,92 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
         raise InputError(f"trace file not found: {p}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"cannot read trace file {p}: {e}") from None
+    return _parse(text, None, str(p))
+
+
+def _header_error(data: Any, origin: str) -> InputError | None:
+    """The message for a document that is not a trace of this schema version, if it is not one."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        return InputError(f"{origin} is not an opaudit trace (no \"schema\": \"{SCHEMA}\" field)")
+    version = data.get("version")
+    if version == SCHEMA_VERSION:
+        return None
+    older = isinstance(version, int) and version < SCHEMA_VERSION
+    return InputError(
+        f"{origin} uses trace schema version {version!r}; this opaudit reads version {SCHEMA_VERSION}"
+        + (" (version 2 records where each op's tensors live, host or device, and the output dtype of casts)"
+           if older else ""),
+        hint="re-run the scan with this version of opaudit, or install the opaudit that wrote it",
+    )
+
+
+def _parse(text: str, data: Any, origin: str) -> Trace:
+    """Parse and check a trace document in one pass (pydantic, strict types, no unknown keys: the same
+    contract as trace.schema.json); a document that fails is diagnosed: not a trace, another schema
+    version, or the first wrong key with its path."""
+    from pydantic import ValidationError
+
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{p} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    return Trace.from_json(data, origin=str(p))
+        doc = _document_adapter().validate_json(text)
+    except ValidationError as e:
+        if data is None:
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as je:
+                raise InputError(f"{origin} is not valid JSON (line {je.lineno}, column {je.colno}: {je.msg})"
+                                 ) from None
+        header = _header_error(data, origin)
+        if header is not None:
+            raise header from None
+        raise InputError(f"{origin} is damaged: {_describe(e)}",
+                         hint="the trace format is documented in docs/trace-format.md "
+                              "(JSON Schema: opaudit/trace/trace.schema.json)") from None
+    for i, r in enumerate(doc.records):
+        for name, value, allowed in (("kind", r.kind, KINDS), ("phase", r.phase, PHASES), ("where", r.where, PLACES)):
+            if value not in allowed:
+                raise InputError(f"{origin} is damaged: records[{i}].{name}: {value!r} is not one of "
+                                 + ", ".join(allowed))
+        if r.calls < 1:
+            raise InputError(f"{origin} is damaged: records[{i}].calls: {r.calls} (at least 1)")
+    if doc.meta.mode not in MODES:
+        raise InputError(f"{origin} is damaged: meta.mode: {doc.meta.mode!r} is not one of " + ", ".join(MODES))
+    return Trace(meta=doc.meta, records=doc.records, modules=doc.modules, sources=doc.sources,
+                 registrations=doc.registrations)
+
+
+def _describe(e: Any) -> str:
+    """pydantic's first error as ``records[3].calls: Input should be a valid integer``."""
+    err = e.errors()[0]
+    where = ""
+    for part in err["loc"]:
+        where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
+    if err["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+        return f"{where}: unknown key" if where else "unknown key"
+    if err["type"] == "missing_argument" or err["type"] == "missing":
+        return f"{where}: missing"
+    return f"{where}: {err['msg']}" if where else err["msg"]
+
+
+@dataclass
+class _Document:
+    """The trace file as a whole (docs/trace-format.md); ``_parse`` validates it."""
+
+    __pydantic_config__ = {"extra": "forbid", "strict": True}  # read strictly (trace files: _parse)
+
+    schema: Literal["opaudit-trace"]
+    version: Literal[2]
+    meta: TraceMeta
+    modules: dict[str, str]
+    sources: dict[str, str]
+    records: list[OpRecord]
+    registrations: dict[str, Registration] = field(default_factory=dict)
+
+
+@cache
+def _document_adapter() -> Any:
+    """A pydantic validator for ``_Document`` (built once; pydantic is imported only to read a trace).
+    Every dataclass of the document forbids unknown keys and takes JSON types strictly (their
+    ``__pydantic_config__``)."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(_Document)

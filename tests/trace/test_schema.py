@@ -77,3 +77,52 @@ def test_save_is_atomic_and_keeps_the_old_file_on_failure(resnet_train, tmp_path
         trace.save(path)
     assert path.read_text() == "previous"
     assert [p.name for p in tmp_path.iterdir()] == ["t.json"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.update(extra=1), r"damaged: extra: unknown key"),
+        (lambda d: d["meta"].update(tarin=True), r"damaged: meta\.tarin: unknown key"),
+        (lambda d: d["records"][2].update(call=1), r"damaged: records\[2\]\.call: unknown key"),
+        (lambda d: d["records"][0].update(calls="3"), r"damaged: records\[0\]\.calls: Input should be a valid integer"),
+        (lambda d: d["records"][0].update(calls=0), r"damaged: records\[0\]\.calls: 0 \(at least 1\)"),
+        (lambda d: d["records"][1].update(phase="forwards"), r"records\[1\]\.phase: 'forwards' is not one of"),
+        (lambda d: d["records"][1].pop("op"), r"damaged: records\[1\]\.op: missing"),
+        (lambda d: d["meta"].update(train="yes"), r"damaged: meta\.train: Input should be a valid boolean"),
+        (lambda d: d["meta"].update(mode="gpu"), r"meta\.mode: 'gpu' is not one of real, meta, fake"),
+        (lambda d: d["registrations"].update({"x::y.default": {"keys": ["CPU"], "pyhton": []}}),
+         r"registrations\.x::y\.default\.pyhton: unknown key"),
+    ],
+)
+def test_a_trace_is_read_strictly_by_the_schema_s_rules(resnet_train, tmp_path, change, message):
+    """Every key a trace has is known and typed: a misspelt key or a wrong type is refused with its path,
+    never read as absent. The JSON Schema refuses the same documents."""
+    trace, _ = resnet_train
+    data = trace.to_json()
+    change(data)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match=message):
+        opaudit.load_trace(path)
+    assert not jsonschema.Draft202012Validator(SCHEMA).is_valid(data)
+
+
+def test_the_schema_and_the_reader_know_the_same_keys():
+    """trace.schema.json (the published contract) and the dataclasses the reader fills agree, key by key."""
+    from dataclasses import MISSING, fields
+
+    from opaudit.matrix.registrations import Registration
+    from opaudit.trace.schema import OpRecord, TraceMeta, _Document
+
+    def keys(cls):
+        return {f.name for f in fields(cls)}, {f.name for f in fields(cls)
+                                               if f.default is MISSING and f.default_factory is MISSING}
+
+    props = SCHEMA["properties"]
+    for cls, sub in ((_Document, SCHEMA), (TraceMeta, props["meta"]), (OpRecord, props["records"]["items"]),
+                     (Registration, props["registrations"]["additionalProperties"])):
+        names, required = keys(cls)
+        assert set(sub["properties"]) == names, cls.__name__
+        assert sub["additionalProperties"] is False, cls.__name__
+        assert required <= set(sub["required"]) <= names, cls.__name__
