@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import threading
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -117,7 +118,10 @@ def backward_pairs() -> dict[str, frozenset[str]]:
     import yaml
 
     path = Path(torchgen.__file__).parent / "packaged" / "autograd" / "derivatives.yaml"
-    if not path.is_file():
+    if not path.is_file():  # a stripped install: say what changes rather than change it silently
+        warnings.warn(f"opaudit: {path} is missing from this PyTorch install, so a forward op and the backward "
+                      "ops of its derivative formula are no longer sent the same way (CPU or decomposition) by "
+                      "the fallback; reinstall torch to get it back", RuntimeWarning, stacklevel=2)
         return {}
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     entries = yaml.load(path.read_text(), Loader=loader)

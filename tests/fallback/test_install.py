@@ -413,3 +413,21 @@ def test_the_documented_functions_survive_an_import_of_their_module(name, first)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "function"
+
+
+def test_a_missing_derivatives_yaml_is_said_not_silent(monkeypatch, tmp_path):
+    """A PyTorch install without torchgen's derivatives.yaml changes how forward and backward ops are
+    paired: the user is told, once, which file and what it changes."""
+    import torchgen
+
+    from opaudit.fallback import choose
+
+    monkeypatch.setattr(torchgen, "__file__", str(tmp_path / "torchgen" / "__init__.py"))
+    choose.backward_pairs.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match=r"derivatives\.yaml is missing .* no longer sent the same way"):
+            assert choose.backward_pairs() == {}
+    finally:
+        monkeypatch.undo()
+        choose.backward_pairs.cache_clear()
+    assert "native_batch_norm_backward" in choose.partners("native_batch_norm")  # the real file pairs them
