@@ -12,8 +12,7 @@ neither is decomposed: the backward of ``_scaled_dot_product_flash_attention_for
 ``logsumexp`` its forward saved, and a decomposed forward leaves something else there (a relative
 gradient error of ~200; tests/fallback/test_install.py measures the pairs). So a pair is decomposed only
 when every member the target lacks has a decomposition and no member runs natively; otherwise its
-missing members go through
-the CPU, whose kernels compute what their partners expect.
+missing members go through the CPU, whose kernels compute what their partners expect.
 
 Some ops are never fallen back: allocation, copies and ``as_strided`` are what a CPU round trip itself
 needs on the device (INFRASTRUCTURE).
