@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
@@ -71,7 +72,8 @@ def _fail(e: OpauditError, json_path: Path | None) -> None:
         err.print(f"hint: {e.hint}", style="yellow", markup=False, highlight=False, soft_wrap=True)
     partial = getattr(e, "partial", None)
     if partial is not None:
-        path = json_path or Path(PARTIAL_DEFAULT)
+        # never into the user's folder unasked: beside --json, else a fresh temporary folder named below
+        path = json_path or Path(tempfile.mkdtemp(prefix="opaudit-")) / PARTIAL_DEFAULT
         try:
             partial.save(path)
             err.print(f"partial trace ({partial.meta.total_calls:,} op calls) saved to {path}", style="yellow")

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
 
-from helpers import FIXTURES, ROOT, run_cli
+from helpers import FIXTURES, run_cli
 
 MODELS = FIXTURES / "models"
 SCRIPTS = FIXTURES / "scripts"
@@ -88,10 +92,15 @@ def test_wrong_shape_saves_the_partial_trace(tmp_path):
     assert {r["module"] for r in data["records"] if r["op"] == "aten::addmm.default"} == {"first", "second"}
 
 
-def test_partial_trace_goes_to_a_default_file_without_json(tmp_path):
+def test_partial_trace_goes_to_a_temporary_folder_without_json(tmp_path):
     code, _, err = run_cli("scan", str(MODELS / "wrong_shape.py"), cwd=tmp_path)
-    assert code == 3 and "saved to opaudit-trace.partial.json" in err
-    assert (tmp_path / "opaudit-trace.partial.json").exists()
+    saved = re.search(r"saved to (\S+opaudit-trace\.partial\.json)", err.replace("\n", ""))
+    assert code == 3 and saved, err
+    path = Path(saved.group(1))
+    assert path.is_file() and path.parent.parent == Path(tempfile.gettempdir())
+    assert json.loads(path.read_text())["meta"]["status"] == "partial"
+    assert list(tmp_path.iterdir()) == []  # nothing written into the working folder
+    shutil.rmtree(path.parent)
 
 
 def test_unwritable_output(tmp_path):
@@ -146,7 +155,7 @@ def test_trace_of_a_failing_script(tmp_path):
 def test_trace_script_exit_codes():
     code, _, err = run_cli("trace", "-q", "--", str(SCRIPTS / "exit_zero.py"))
     assert code == 0, err
-    code, _, err = run_cli("trace", "-q", "--", str(SCRIPTS / "exit_three.py"), cwd=ROOT / "tests")
+    code, _, err = run_cli("trace", "-q", "--", str(SCRIPTS / "exit_three.py"))
     assert code == 3 and "exited with status 3" in err
     code, _, err = run_cli("trace", "--", "missing_script.py")
     assert code == 2 and "script not found" in err
