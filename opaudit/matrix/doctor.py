@@ -1,6 +1,6 @@
 """``opaudit doctor``: the torch and the device plugins installed here, and whether they belong together.
 
-Plugins are recognised from coverage_db/curated/plugins.toml; a plugin's installed version is looked
+Plugins are recognised from coverage_db/curated/vendors.toml; a plugin's installed version is looked
 up among its releases in coverage_db/ to tell the PyTorch version it was built for.
 """
 
@@ -11,9 +11,9 @@ import importlib.util
 import os
 from dataclasses import dataclass, field
 
-from opaudit.data import load_toml
 from opaudit.matrix.database import Database, database
 from opaudit.matrix.torchops import minor
+from opaudit.matrix.vendors import vendors
 
 
 @dataclass
@@ -50,19 +50,19 @@ def examine(db: Database | None = None) -> DoctorReport:
     torch_version = torch.__version__
     plugins = []
     env_all: dict[str, str] = {}
-    for p in load_toml("coverage_db", "curated/plugins.toml")["plugin"]:
-        env = {k: os.environ[k] for k in p.get("env", []) if k in os.environ}
+    for v in vendors().values():
+        env = {k: os.environ[k] for k in v.env if k in os.environ}
         env_all.update(env)
-        if p["distribution"] == "torch":
+        if v.distribution == "torch" or v.import_name is None:
             continue  # in-tree backends: their facts are torch's
-        version = _version(p["distribution"])
-        if version is None and importlib.util.find_spec(p["module"]) is None:
+        version = _version(v.distribution)
+        if version is None and importlib.util.find_spec(v.import_name) is None:
             if env:
-                plugins.append(PluginCheck(p["vendor"], p["distribution"], p["module"], None, env=env))
+                plugins.append(PluginCheck(v.name, v.distribution, v.import_name, None, env=env))
             continue
-        check = PluginCheck(p["vendor"], p["distribution"], p["module"], version, env=env)
-        if version and p["vendor"] in db.by_vendor:
-            match = [e for e in db.by_vendor[p["vendor"]] if e.name == version or version in e.aliases]
+        check = PluginCheck(v.name, v.distribution, v.import_name, version, env=env)
+        if version and v.name in db.by_vendor:
+            match = [e for e in db.by_vendor[v.name] if e.name == version or version in e.aliases]
             if match:
                 check.release, check.built_for = match[-1].key, match[-1].torch
                 check.matches = minor(match[-1].torch) == minor(torch_version)

@@ -63,12 +63,14 @@ from opaudit.matrix.provenance import cite
 from opaudit.matrix.release import Caveat, CpuFallback, Release, Source
 from opaudit.matrix.sources import Context, sha256
 from opaudit.matrix.torchops import minor
+from opaudit.matrix.vendors import vendor
 
 VENDOR = "ascend"
 OP_REPO = "Ascend/op-plugin"
 PYPI = "pypi:torch-npu"
-DEVICE = "npu"
-PACKAGE = "torch_npu"
+_ID = vendor(VENDOR)  # coverage_db/curated/vendors.toml
+DEVICE = _ID.device_type
+PACKAGE = _ID.package
 WHEELS = "pypi-wheels"
 
 # -- small readers ---------------------------------------------------------------------------------------
@@ -643,7 +645,7 @@ def release(ctx: Context, b: Build, order: int) -> Release:
     fork = era == "fork"
     return Release(
         vendor=VENDOR, name=b.name, torch=b.torch, device_type=DEVICE, dispatch_key=dispatch_key(era, b.torch),
-        package="torch" if fork else PACKAGE, import_name=None if fork else "torch_npu", aliases=b.aliases,
+        package="torch" if fork else PACKAGE, import_name=None if fork else _ID.import_name, aliases=b.aliases,
         vendor_release=f.ascend if f is not None and f.ascend != "master" else None, order=order,
         prerelease=f is not None and f.multi, exact=exact,
         accuracy=acc, fallback=fb, ops=cats, caveats=caveats, sources=sources, notes=notes,

@@ -35,12 +35,12 @@ from opaudit.matrix.release import Caveat, CpuFallback, Release, Source
 from opaudit.matrix.sources import Context, dipu
 from opaudit.matrix.sources.dipu import full_commit, load_json, load_yaml, read_lines, share_note
 from opaudit.matrix.torchops import TorchOps
+from opaudit.matrix.vendors import vendor
 
 VENDOR = "biren"
 REPO = "BIRENSUPA/torch-supa"
-DEVICE = "supa"
-KEY = "PrivateUse1"
-PACKAGE = "torch_supa"
+_ID = vendor(VENDOR)  # coverage_db/curated/vendors.toml
+DEVICE, KEY, PACKAGE = _ID.device_type, _ID.dispatch_key, _ID.package
 VERSION = "1.0.0"  # the user guide's version (chapter00, 2026-06-24); wheels torch_supa-1.0.0.<torch code>+br2xx
 NEW = "torch-supa-68fb624a"
 OLD = "torch-supa-86c42639"
@@ -258,7 +258,7 @@ def supa_release(ctx: Context, version: str, order: int) -> Release:
     minor_ = ".".join(version.split(".")[:2])
     return Release(
         vendor=VENDOR, name=f"{VERSION}.{code}+br2xx", torch=version, device_type=DEVICE, dispatch_key=KEY,
-        package=PACKAGE, import_name="torch_supa",
+        package=PACKAGE, import_name=_ID.import_name,
         aliases=[f"{VERSION}.{code}", f"{VERSION}+torch{version}", f"br2xx-torch{minor_}"],
         vendor_release=VERSION, order=order, exact=True,
         accuracy="Biren's codegen rule (gen.py) re-applied to PyTorch's native_functions.yaml plus its "

@@ -35,13 +35,14 @@ from opaudit.matrix.provenance import cite
 from opaudit.matrix.release import Caveat, CpuFallback, Release, Source
 from opaudit.matrix.sources import Context
 from opaudit.matrix.torchops import TorchOps
+from opaudit.matrix.vendors import vendor
 
 VENDOR = "cambricon"
 REPO = "Cambricon/torch_mlu"
-DEVICE = "mlu"
-KEY = "PrivateUse1"
+_ID = vendor(VENDOR)  # coverage_db/curated/vendors.toml
+DEVICE, KEY = _ID.device_type, _ID.dispatch_key
 SPARSE_KEY = "SparsePrivateUse1"
-PACKAGE = "torch_mlu"
+PACKAGE = _ID.package
 
 FALLBACK = CpuFallback(
     exists=True, default_on=True,
@@ -291,7 +292,7 @@ def release(ctx: Context, d: Folder, order: int) -> Release:
     ops = {"native": native, "autograd": autograd, "sparse": sorted(sparse), "custom": sorted(set(mf.custom))}
     return Release(
         vendor=VENDOR, name=name, torch=d.torch, device_type=DEVICE, dispatch_key=KEY, package=PACKAGE,
-        import_name="torch_mlu", aliases=aliases, vendor_release=None, order=order,
+        import_name=_ID.import_name, aliases=aliases, vendor_release=None, order=order,
         prerelease=not d.release_branch, exact=True,
         accuracy="the aten entries of codegen/mlu_functions.yaml registered for PrivateUse1; the few kernels "
                  "torch_mlu registers by hand in C++ (e.g. has_compatible_shallow_copy_type, pin_memory, fft "

@@ -36,15 +36,15 @@ from opaudit.matrix.provenance import cite
 from opaudit.matrix.release import Caveat, CpuFallback, Release, Source
 from opaudit.matrix.sources import Context
 from opaudit.matrix.torchops import TorchOps
+from opaudit.matrix.vendors import vendor
 
 VENDOR = "dipu"
 DIPU_REPO = "DeepLink-org/deeplink.framework"
 DIOPI_REPO = "DeepLink-org/DIOPI"
 DIPU_DIR = "deeplink.framework-9dd38082"
 DIOPI_DIR = "DIOPI-02f03c6a"
-DEVICE = "cuda"  # DIPU_MOCK_CUDA / DIPU_PYTHON_DEVICE_AS_CUDA default to True
-KEY = "XPU"  # DIPU_DEVICE_TYPE_MACRO
-PACKAGE = "torch_dipu"
+_ID = vendor(VENDOR)  # coverage_db/curated/vendors.toml: it poses as cuda, under the XPU key
+DEVICE, KEY, PACKAGE = _ID.device_type, _ID.dispatch_key, _ID.package
 TORCH = "2.1.0"  # the derived lists are computed for DIPU version code 20100
 TORCH_CODE = "20100"
 YAML_PATH = "dipu/scripts/autogen_diopi_wrapper/diopi_functions.yaml"
@@ -393,7 +393,7 @@ def vendor_release(ctx: Context, vendor: str) -> Release:
     ops = {"native": sorted(native), "autograd": sorted(autograd), "cpu": sorted(cpu)}
     return Release(
         vendor=VENDOR, name=vendor, torch=TORCH, device_type=DEVICE, dispatch_key=KEY, package=PACKAGE,
-        import_name="torch_dipu", aliases=[*aliases, f"{vendor}-{(dipu_commit or '')[:7]}"], vendor_release=None,
+        import_name=_ID.import_name, aliases=[*aliases, f"{vendor}-{(dipu_commit or '')[:7]}"], vendor_release=None,
         order=order, exact=exact, accuracy=accuracy, fallback=FALLBACK,
         ops={k: v for k, v in ops.items() if v}, caveats=caveats, sources=sources, notes=notes,
     )

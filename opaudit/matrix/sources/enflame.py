@@ -28,14 +28,14 @@ from opaudit.matrix.release import Caveat, CpuFallback, Release, Source
 from opaudit.matrix.sources import Context
 from opaudit.matrix.sources.dipu import full_commit, load_json, load_yaml, share_note
 from opaudit.matrix.torchops import TorchOps
+from opaudit.matrix.vendors import vendor
 
 VENDOR = "enflame"
 REPO = "sunnygui-L/torch-gcu"
 OFFICIAL = "EnflameTechnology/torch-gcu"
 FOLDER = "torch-gcu-f17a922a"
-DEVICE = "gcu"
-KEY = "PrivateUse1"
-PACKAGE = "torch_gcu"
+_ID = vendor(VENDOR)  # coverage_db/curated/vendors.toml
+DEVICE, KEY, PACKAGE = _ID.device_type, _ID.dispatch_key, _ID.package
 TORCH = "2.10.0"
 TOPSRIDER = "3.7.1"
 # chip -> (order, description); S60 last: plain ``enflame`` means the README's supported card
@@ -175,7 +175,8 @@ def chip_release(ctx: Context, chip: str) -> Release:
     short = commit[:7] if commit else "f17a922"
     return Release(
         vendor=VENDOR, name=f"{short}-{chip}", torch=TORCH, device_type=DEVICE, dispatch_key=KEY, package=PACKAGE,
-        import_name="torch_gcu", aliases=[chip, chip.upper(), f"{TOPSRIDER}-{chip}", f"topsrider{TOPSRIDER}-{chip}"],
+        import_name=_ID.import_name,
+        aliases=[chip, chip.upper(), f"{TOPSRIDER}-{chip}", f"topsrider{TOPSRIDER}-{chip}"],
         vendor_release=TOPSRIDER, order=order, exact=True,
         accuracy="the codegen input gcu_native_functions.yaml (+ structured variants) minus the chip's forced CPU "
                  "list, from a third-party copy of torch-gcu (not verified against Enflame's release); kernels "

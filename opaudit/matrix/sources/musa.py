@@ -31,12 +31,12 @@ from opaudit.matrix.provenance import cite
 from opaudit.matrix.release import CpuFallback, Release, Source
 from opaudit.matrix.sources import Context
 from opaudit.matrix.torchops import TorchOps
+from opaudit.matrix.vendors import vendor
 
 VENDOR = "musa"
 REPO = "MooreThreads/torch_musa"
-DEVICE = "musa"
-KEY = "PrivateUse1"
-PACKAGE = "torch_musa"
+_ID = vendor(VENDOR)  # coverage_db/curated/vendors.toml
+DEVICE, KEY, PACKAGE = _ID.device_type, _ID.dispatch_key, _ID.package
 YAML_PATH = "torch_musa/csrc/aten/ops/musa_functions.yaml"
 OPS_LIST_PATH = "tools/ops_scanner/ops_list.md"
 PATCH_PATH = "torch_patches/aten_src_ATen_native_native_functions.yaml.patch"
@@ -259,7 +259,7 @@ def release(ctx: Context, t: Tag, order: int) -> Release:
     name = t.tag.removeprefix("v")
     return Release(
         vendor=VENDOR, name=name, torch=t.torch, device_type=DEVICE, dispatch_key=KEY, package=PACKAGE,
-        import_name="torch_musa", aliases=[t.tag], vendor_release=None, order=order, exact=exact,
+        import_name=_ID.import_name, aliases=[t.tag], vendor_release=None, order=order, exact=exact,
         accuracy=accuracy, fallback=FALLBACK, ops={k: sorted(v) for k, v in ops.items() if v}, caveats=[],
         sources=sources, notes=notes,
     )

@@ -13,18 +13,18 @@ import re
 from opaudit.matrix.release import Caveat, CpuFallback, Release
 from opaudit.matrix.sources import Context
 from opaudit.matrix.torchops import minor
+from opaudit.matrix.vendors import vendor as vendor_identity
 
 REPO = "pytorch/pytorch"
 PATH = "aten/src/ATen/native/native_functions.yaml"
 _ROW = re.compile(r"^\|\s*(v[\d.]+)\s*\|\s*(v[\d.]+)\s*\|\s*([0-9a-f]{40})\s*\|\s*(\S+\.whl)\s*\|")
 
-TARGETS = {
-    # vendor: (dispatch key, device type, cpu fallback)
-    "cuda": ("CUDA", "cuda", CpuFallback(False, note="no CPU fallback: an op without a CUDA kernel raises")),
-    "cpu": ("CPU", "cpu", CpuFallback(False, note="the CPU itself")),
-    "mps": ("MPS", "mps", CpuFallback(True, False, "PYTORCH_ENABLE_MPS_FALLBACK=1 turns it on",
-                                      "boxed CPU fallback in aten/src/ATen/mps/MPSFallback.mm; off by default "
-                                      "(NotImplementedError pointing to pytorch#77764 / #141287)")),
+FALLBACKS = {  # the core targets' CPU fallback (their identity: coverage_db/curated/vendors.toml)
+    "cuda": CpuFallback(False, note="no CPU fallback: an op without a CUDA kernel raises"),
+    "cpu": CpuFallback(False, note="the CPU itself"),
+    "mps": CpuFallback(True, False, "PYTORCH_ENABLE_MPS_FALLBACK=1 turns it on",
+                       "boxed CPU fallback in aten/src/ATen/mps/MPSFallback.mm; off by default "
+                       "(NotImplementedError pointing to pytorch#77764 / #141287)"),
 }
 
 
@@ -48,7 +48,9 @@ def releases(ctx: Context) -> list[Release]:
         commit, wheel = prov.get(f"v{version}", (None, ""))
         src = ctx.source(REPO, PATH, commit, folder / "native_functions.yaml",
                          f"build-time copy shipped in {wheel}" if wheel else "")
-        for vendor, (key, device, fallback) in TARGETS.items():
+        for vendor, fallback in FALLBACKS.items():
+            ident = vendor_identity(vendor)
+            key, device = ident.dispatch_key, ident.device_type
             caveats = []
             if vendor == "mps":
                 caveats.append(Caveat("*", ["float64", "complex128"],
@@ -57,7 +59,8 @@ def releases(ctx: Context) -> list[Release]:
                                       kind="unsupported"))
             out.append(Release(
                 vendor=vendor, name=version, torch=version, device_type=device, dispatch_key=key,
-                package="torch", import_name=None, aliases=[f"{minor(version)[0]}.{minor(version)[1]}"],
+                package=ident.package, import_name=ident.import_name,
+                aliases=[f"{minor(version)[0]}.{minor(version)[1]}"],
                 order=order, exact=True,
                 accuracy=f"the {key} keys of native_functions.yaml (directly or through structured_delegate); "
                          "kernels registered by hand in C++ (TORCH_LIBRARY_IMPL) are not in this file",

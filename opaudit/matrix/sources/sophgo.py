@@ -19,13 +19,13 @@ from opaudit.matrix.provenance import cite
 from opaudit.matrix.release import CpuFallback, Release, Source
 from opaudit.matrix.sources import Context
 from opaudit.matrix.sources.dipu import full_commit, load_json, read_lines, share_note
+from opaudit.matrix.vendors import vendor
 
 VENDOR = "sophgo"
 REPO = "sophgo/torch-tpu"
 FOLDER = "torch-tpu-fe9b478b"
-DEVICE = "tpu"
-KEY = "PrivateUse1"
-PACKAGE = "torch_tpu"
+_ID = vendor(VENDOR)  # coverage_db/curated/vendors.toml
+DEVICE, KEY, PACKAGE = _ID.device_type, _ID.dispatch_key, _ID.package
 TORCH = "2.8.0"  # docker/requirements.txt pins torch==2.8.0+cpu
 DATE = "2025-12-09"
 CSRC = "torch_tpu/csrc/"
@@ -85,7 +85,7 @@ def releases(ctx: Context) -> list[Release]:
     short = commit[:7] if commit else FOLDER.rsplit("-", 1)[1][:7]
     return [Release(
         vendor=VENDOR, name=f"main-{short}", torch=TORCH, device_type=DEVICE, dispatch_key=KEY, package=PACKAGE,
-        import_name="torch_tpu", aliases=["main", short, DATE], vendor_release=None, order=1,
+        import_name=_ID.import_name, aliases=["main", short, DATE], vendor_release=None, order=1,
         prerelease=True, exact=False,
         accuracy="a scan of the m.impl registrations in the C++ sources without evaluating chip #ifdefs: the union "
                  "over chip builds, an upper bound for any one build",

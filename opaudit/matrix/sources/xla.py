@@ -32,12 +32,12 @@ from opaudit.matrix.provenance import cite
 from opaudit.matrix.release import CpuFallback, Release
 from opaudit.matrix.sources import Context, sha256
 from opaudit.matrix.torchops import TorchOps, minor
+from opaudit.matrix.vendors import vendor
 
 VENDOR = "xla"
 REPO = "pytorch/xla"
-DEVICE = "xla"
-KEY = "XLA"
-PACKAGE = "torch_xla"
+_ID = vendor(VENDOR)  # coverage_db/curated/vendors.toml
+DEVICE, KEY, PACKAGE = _ID.device_type, _ID.dispatch_key, _ID.package
 FILE = "xla_native_functions.yaml"
 MANUAL = "torch_xla/csrc/xla_manual_registration.cpp"
 HAND_REGISTERED = ("einsum",)
@@ -216,7 +216,7 @@ def release(ctx: Context, r: Ref, order: int, same: list[str]) -> Release:
         notes.append(f"xla_native_functions.yaml identical (sha256) to that of {', '.join(same)}")
     return Release(
         vendor=VENDOR, name=name, torch=torch, device_type=DEVICE, dispatch_key=KEY, package=PACKAGE,
-        import_name="torch_xla", aliases=aliases, vendor_release=None, order=order, exact=exact, accuracy=accuracy,
+        import_name=_ID.import_name, aliases=aliases, vendor_release=None, order=order, exact=exact, accuracy=accuracy,
         fallback=FALLBACK, functionalization=True, prerelease=r.kind != "tag",
         ops={k: sorted(v) for k, v in (("native", native), ("autograd", autograd), ("custom", custom)) if v},
         caveats=[], sources=sources, notes=notes,

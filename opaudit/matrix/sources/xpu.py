@@ -39,11 +39,12 @@ from opaudit.matrix.sources.pytorch import PATH as CORE_PATH
 from opaudit.matrix.sources.pytorch import REPO as CORE_REPO
 from opaudit.matrix.sources.pytorch import provenance
 from opaudit.matrix.torchops import TorchOps, minor, parse_native_functions
+from opaudit.matrix.vendors import vendor
 
 VENDOR = "xpu"
 REPO = "intel/torch-xpu-ops"
-DEVICE = "xpu"
-KEY = "XPU"
+_ID = vendor(VENDOR)  # coverage_db/curated/vendors.toml
+DEVICE, KEY = _ID.device_type, _ID.dispatch_key
 SPARSE_KEYS = ("SparseXPU", "SparseCsrXPU")
 NESTED_KEY = "NestedTensorXPU"
 XPU_FUNCTIONS = "yaml/xpu_functions.yaml"
@@ -285,8 +286,8 @@ def release(ctx: Context, line: str, b: Branch | None, order: int) -> Release:
         notes.append(f"ships in the PyTorch {line} releases; paired with {core.version}, the staged release of that "
                      "line")
     return Release(
-        vendor=VENDOR, name=line, torch=core.version, device_type=DEVICE, dispatch_key=KEY, package="torch",
-        import_name=None, aliases=aliases, vendor_release=None, order=order, exact=exact, accuracy=accuracy,
+        vendor=VENDOR, name=line, torch=core.version, device_type=DEVICE, dispatch_key=KEY, package=_ID.package,
+        import_name=_ID.import_name, aliases=aliases, vendor_release=None, order=order, exact=exact, accuracy=accuracy,
         fallback=fallback(line, listed), ops={k: sorted(v) for k, v in ops.items() if v}, caveats=[],
         sources=sources, notes=notes,
     )
