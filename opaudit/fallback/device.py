@@ -265,6 +265,8 @@ class _Patches:
 
 
 def enter(sim: Simulator) -> list[Callable[[], None]]:
+    from opaudit.fallback import checkpoint
+
     undo: list[Callable[[], None]] = []
     undo.append(_foreach(sim))
     undo.append(_autocast(sim))
@@ -273,6 +275,7 @@ def enter(sim: Simulator) -> list[Callable[[], None]]:
     undo.append(_pinning())
     undo.append(_swap_parameters())
     undo.append(_backward_on_the_calling_thread())
+    undo.append(checkpoint.enter(sim))
     if sim.aliases:
         undo.append(_map_devices(sim))
     return undo
@@ -305,10 +308,23 @@ def _plugin_module(sim: Simulator) -> Callable[[], None]:
 def _swap_parameters() -> Callable[[], None]:
     """``model.to("npu")`` keeps each Parameter object and shared weights shared (GPT-2's lm_head is its
     wte), as on a plugin's device: a CPU tensor and a simulated one are no compatible shallow-copy types,
-    so Module._apply would make a new Parameter per module; swapping the tensors in place keeps them."""
-    before = torch.__future__.get_swap_module_params_on_conversion()
-    torch.__future__.set_swap_module_params_on_conversion(True)
-    return lambda: torch.__future__.set_swap_module_params_on_conversion(before)
+    so Module._apply would make a new Parameter per module; swapping the tensors in place keeps them. Only
+    in ``_apply``: the same switch makes ``load_state_dict`` swap too, which fails on modules that keep
+    weak references to their parameters (an LSTM's flat weights), where the device copies in place."""
+    future = torch.__future__
+    original = torch.nn.Module._apply
+
+    def _apply(self: torch.nn.Module, fn: Any, recurse: bool = True) -> Any:
+        before = future.get_swap_module_params_on_conversion()
+        future.set_swap_module_params_on_conversion(True)
+        try:
+            return original(self, fn, recurse)
+        finally:
+            future.set_swap_module_params_on_conversion(before)
+
+    patch = _Patches()
+    patch(torch.nn.Module, "_apply", _apply)
+    return patch.undo
 
 
 def _backward_on_the_calling_thread() -> Callable[[], None]:
