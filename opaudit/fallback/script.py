@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 from contextlib import nullcontext
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from opaudit.errors import InputError, OpauditError, UserCodeError, describe_exception, user_frames
@@ -57,7 +56,6 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     if simulate is not None:
         ctx = Simulator(simulate, strict=strict, check_numerics=check_numerics,
                         map_devices=("cuda",) if map_cuda else (), force_cpu=force_cpu, forbid=forbid)
-        ctx.plugin_import = not module and _imports(Path(path), ctx.release.import_name)
     else:
         assert fallback is not None
         for name in imports:
@@ -110,19 +108,6 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     else:
         msg, hint = f"{shown} failed under {target}: {describe_exception(failure)}", None
     raise RunFailed(msg, stats=stats, details=user_frames(failure), hint=hint, partial=None) from None
-
-
-def _imports(path: Path, name: str | None) -> bool:
-    """Whether the script imports ``name`` itself (``import torch_npu``, as a ported script does)."""
-    import re
-
-    if not name or not path.is_file():
-        return False
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return False
-    return re.search(rf"^\s*(?:import|from)\s+{re.escape(name)}\b", text, re.M) is not None
 
 
 def _hint(e: BaseException) -> str:
