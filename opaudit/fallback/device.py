@@ -16,6 +16,7 @@ device types mapped onto it.
 
 from __future__ import annotations
 
+import importlib.abc
 import os
 import re
 import time
@@ -308,7 +309,7 @@ def _plugin_module(sim: Simulator) -> Callable[[], None]:
     return undo
 
 
-class _StandIn:
+class _StandIn(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """The meta-path finder and loader of a plugin's stand-in (_plugin_module)."""
 
     def __init__(self, name: str, sim: Simulator):
