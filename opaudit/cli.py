@@ -551,7 +551,8 @@ EXIT_FINDINGS = 1  # lint: findings remain; fix --diff: there are changes to mak
 def _lint_settings(paths: list[str], target: str | None, select: list[str] | None, ignore: list[str] | None,
                    extend_select: list[str] | None, min_torch: str | None, unsafe_fixes: bool | None,
                    exclude: list[str] | None, *, default_target: str | None,
-                   respect_gitignore: bool | None = None, force_exclude: bool | None = None) -> Any:
+                   respect_gitignore: bool | None = None, force_exclude: bool | None = None,
+                   guarded_import: bool | None = None) -> Any:
     from opaudit.lint import Settings, find_config
 
     config = find_config(next((p for p in paths if p != "-"), None))
@@ -574,7 +575,9 @@ def _lint_settings(paths: list[str], target: str | None, select: list[str] | Non
                         respect_gitignore=respect_gitignore if respect_gitignore is not None else
                         bool(config.get("respect-gitignore", True)),
                         force_exclude=force_exclude if force_exclude is not None else
-                        bool(config.get("force-exclude", False)))
+                        bool(config.get("force-exclude", False)),
+                        guarded_import=guarded_import if guarded_import is not None else
+                        bool(config.get("guarded-import", False)))
     settings.resolved()
     return settings
 
@@ -660,6 +663,9 @@ def fix(
     unsafe_fixes: bool | None = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes",
                                              help="Also apply fixes matched by syntax or with a small change of "
                                              "meaning."),
+    guarded_import: bool | None = typer.Option(None, "--guarded-import/--no-guarded-import",
+                                               help="Add the target's package (import torch_npu) inside try/except "
+                                               "ImportError, so the code still imports without the plugin."),
     select: list[str] | None = typer.Option(None, "--select", help=_SELECT_HELP),
     extend_select: list[str] | None = typer.Option(None, "--extend-select", help="Codes to add to the selection."),
     ignore: list[str] | None = typer.Option(None, "--ignore", help="Codes or prefixes to leave out."),
@@ -685,7 +691,7 @@ def fix(
         paths = paths or ["."]
         settings = _lint_settings(paths, target, select, ignore, extend_select, min_torch, unsafe_fixes, exclude,
                                   default_target=None, respect_gitignore=respect_gitignore,
-                                  force_exclude=force_exclude)
+                                  force_exclude=force_exclude, guarded_import=guarded_import)
         if paths == ["-"]:
             name = stdin_filename or "-"
             result = fix_source(sys.stdin.buffer.read(), settings, name)
