@@ -315,10 +315,12 @@ def run(
                                      "the fallback summary, here."),
     audit_json: Path | None = typer.Option(None, "--audit-json", help="Trace the run too and write the audit, "
                                            "with the fallback statistics, as JSON here."),
+    allow_empty: bool = typer.Option(False, "--allow-empty", help="Simulation: a run in which no op reached the "
+                                     "device is a warning (exit 0), not an error (exit 5)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the summary line."),
 ) -> None:
     """Run a script with the fallback: opaudit run --simulate ascend -- train.py ARGS..."""
-    from opaudit.fallback.script import RunFailed, run_script
+    from opaudit.fallback.script import RunFailed, check_reached, run_script, save_partial
 
     args = list(ctx.args)
     with _errors():
@@ -335,10 +337,11 @@ def run(
                                 force_cpu=tuple(cpu_ops or ()), forbid=tuple(forbid or ()),
                                 record=bool(outputs), module=module, imports=tuple(imports or ()))
         except RunFailed as e:
-            path = stats_path or Path("opaudit-fallback.partial.json")
-            e.stats.save(path)
             _print_lines(err, e.stats.lines()[: 1 if quiet else None])
-            err.print(f"partial fallback statistics saved to {path}", style="yellow")
+            saved = save_partial(e, stats_path, html=html is not None)
+            err.print(f"partial fallback statistics saved to {saved[0]}"
+                      + (f"; the audit so far to {', '.join(saved[1:])}" if saved[1:] else ""),
+                      style="yellow", markup=False, highlight=False, soft_wrap=True)
             raise
         _print_lines(out, result.stats.lines()[: 1 if quiet else None])
         if stats_path:
@@ -351,6 +354,10 @@ def run(
             a = audit(result.trace, [result.stats.target], fallback=[result.stats])
             for p in write_reports(a, outputs):
                 err.print(f"report written to {p}", style="green")
+        if simulate is not None:
+            warning = check_reached(result, allow_empty=allow_empty)
+            if warning:
+                err.print(f"warning: {warning}", style="yellow", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
