@@ -317,10 +317,12 @@ def run(
                                      "the fallback summary, here."),
     audit_json: Path | None = typer.Option(None, "--audit-json", help="Trace the run too and write the audit, "
                                            "with the fallback statistics, as JSON here."),
+    allow_empty: bool = typer.Option(False, "--allow-empty", help="Simulation: a run in which no op reached the "
+                                     "device is a warning (exit 0), not an error (exit 5)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the summary line."),
 ) -> None:
     """Run a script with the fallback: opaudit run --simulate ascend -- train.py ARGS..."""
-    from opaudit.fallback.script import RunFailed, run_script
+    from opaudit.fallback.script import RunFailed, check_reached, run_script, save_partial
 
     args = list(ctx.args)
     with _errors():
@@ -337,10 +339,11 @@ def run(
                                 force_cpu=tuple(cpu_ops or ()), forbid=tuple(forbid or ()),
                                 record=bool(outputs), module=module, imports=tuple(imports or ()))
         except RunFailed as e:
-            path = stats_path or Path("opaudit-fallback.partial.json")
-            e.stats.save(path)
             _print_lines(err, e.stats.lines()[: 1 if quiet else None])
-            err.print(f"partial fallback statistics saved to {path}", style="yellow")
+            saved = save_partial(e, stats_path, html=html is not None)
+            err.print(f"partial fallback statistics saved to {saved[0]}"
+                      + (f"; the audit so far to {', '.join(saved[1:])}" if saved[1:] else ""),
+                      style="yellow", markup=False, highlight=False, soft_wrap=True)
             raise
         _print_lines(out, result.stats.lines()[: 1 if quiet else None])
         if stats_path:
@@ -353,6 +356,10 @@ def run(
             a = audit(result.trace, [result.stats.target], fallback=[result.stats])
             for p in write_reports(a, outputs):
                 err.print(f"report written to {p}", style="green")
+        if simulate is not None:
+            warning = check_reached(result, allow_empty=allow_empty)
+            if warning:
+                err.print(f"warning: {warning}", style="yellow", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -553,7 +560,8 @@ EXIT_FINDINGS = 1  # lint: findings remain; fix --diff: there are changes to mak
 def _lint_settings(paths: list[str], target: str | None, select: list[str] | None, ignore: list[str] | None,
                    extend_select: list[str] | None, min_torch: str | None, unsafe_fixes: bool | None,
                    exclude: list[str] | None, *, default_target: str | None,
-                   respect_gitignore: bool | None = None, force_exclude: bool | None = None) -> Any:
+                   respect_gitignore: bool | None = None, force_exclude: bool | None = None,
+                   guarded_import: bool | None = None) -> Any:
     from opaudit.lint import Settings, find_config
 
     config = find_config(next((p for p in paths if p != "-"), None))
@@ -576,7 +584,9 @@ def _lint_settings(paths: list[str], target: str | None, select: list[str] | Non
                         respect_gitignore=respect_gitignore if respect_gitignore is not None else
                         bool(config.get("respect-gitignore", True)),
                         force_exclude=force_exclude if force_exclude is not None else
-                        bool(config.get("force-exclude", False)))
+                        bool(config.get("force-exclude", False)),
+                        guarded_import=guarded_import if guarded_import is not None else
+                        bool(config.get("guarded-import", False)))
     settings.resolved()
     return settings
 
@@ -662,6 +672,9 @@ def fix(
     unsafe_fixes: bool | None = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes",
                                              help="Also apply fixes matched by syntax or with a small change of "
                                              "meaning."),
+    guarded_import: bool | None = typer.Option(None, "--guarded-import/--no-guarded-import",
+                                               help="Add the target's package (import torch_npu) inside try/except "
+                                               "ImportError, so the code still imports without the plugin."),
     select: list[str] | None = typer.Option(None, "--select", help=_SELECT_HELP),
     extend_select: list[str] | None = typer.Option(None, "--extend-select", help="Codes to add to the selection."),
     ignore: list[str] | None = typer.Option(None, "--ignore", help="Codes or prefixes to leave out."),
@@ -687,7 +700,7 @@ def fix(
         paths = paths or ["."]
         settings = _lint_settings(paths, target, select, ignore, extend_select, min_torch, unsafe_fixes, exclude,
                                   default_target=None, respect_gitignore=respect_gitignore,
-                                  force_exclude=force_exclude)
+                                  force_exclude=force_exclude, guarded_import=guarded_import)
         if paths == ["-"]:
             name = stdin_filename or "-"
             result = fix_source(sys.stdin.buffer.read(), settings, name)

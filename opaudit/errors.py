@@ -9,6 +9,8 @@ Exit codes (also in the README):
 3     the user's code failed: the model factory, ``get_inputs``, the forward pass, the loss, the
       optimizer, or a traced script raised or exited with a non-zero status
 4     the trace could not be written (output path not writable)
+5     ``run --simulate``: the program ran, but no op reached the simulated device (``--allow-empty``:
+      a warning and 0)
 ====  ==========================================================================================
 """
 
@@ -18,6 +20,7 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_USER_CODE = 3
 EXIT_OUTPUT = 4
+EXIT_EMPTY = 5
 
 
 class OpauditError(Exception):
@@ -86,3 +89,9 @@ def describe_exception(exc: BaseException) -> str:
         lines = lines[:8] + ["..."]
     text = "\n".join(lines)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class NothingRehearsed(OpauditError):
+    """A rehearsal in which no op reached the simulated device: the program ran on the CPU only."""
+
+    exit_code = EXIT_EMPTY

@@ -16,6 +16,7 @@ device types mapped onto it.
 
 from __future__ import annotations
 
+import importlib.abc
 import os
 import re
 import time
@@ -265,6 +266,8 @@ class _Patches:
 
 
 def enter(sim: Simulator) -> list[Callable[[], None]]:
+    from opaudit.fallback import checkpoint
+
     undo: list[Callable[[], None]] = []
     undo.append(_foreach(sim))
     undo.append(_autocast(sim))
@@ -273,42 +276,92 @@ def enter(sim: Simulator) -> list[Callable[[], None]]:
     undo.append(_pinning())
     undo.append(_swap_parameters())
     undo.append(_backward_on_the_calling_thread())
+    undo.append(checkpoint.enter(sim))
     if sim.aliases:
         undo.append(_map_devices(sim))
     return undo
 
 
 def _plugin_module(sim: Simulator) -> Callable[[], None]:
-    """``import torch_npu`` in a ported script works in the rehearsal: the plugin's import gets a stand-in
-    whose device module is the simulated one. Only for a script that imports it (Simulator.plugin_import)
-    and where the real plugin is not installed: libraries that look for the plugin (transformers does)
-    would otherwise take its vendor-specific paths, which a stand-in does not have."""
-    import importlib.machinery
+    """``import torch_npu`` works in the rehearsal, in any module of the program (a package's modules, a
+    module run with ``-m``): a finder on ``sys.meta_path`` answers the import of the target's plugin with a
+    stand-in whose device module is the simulated one, where the real plugin is not installed. A library's
+    probe for the plugin (``importlib.util.find_spec("torch_npu")``, as transformers makes) finds it only
+    once the program has imported it, as on a machine where the program's own import decides: before that,
+    a library would take vendor-specific paths the stand-in does not have. ``Simulator.plugin_import``
+    imports it at the start."""
     import importlib.util
     import sys
 
     name = sim.release.import_name
-    if not name or not sim.plugin_import or name in sys.modules or importlib.util.find_spec(name) is not None:
+    if not name or name in sys.modules or importlib.util.find_spec(name) is not None:
         return lambda: None
-    stub = types.ModuleType(name, f"a stand-in for {name} in a simulation of {sim.target} (opaudit)")
-    stub.__spec__ = importlib.machinery.ModuleSpec(name, None)
-    setattr(stub, sim.device_type, getattr(torch, sim.name))
-    stub.__version__ = sim.release.name  # type: ignore[attr-defined]
-    sys.modules[name] = stub
+    finder = _StandIn(name, sim)
+    sys.meta_path.insert(0, finder)
+    if sim.plugin_import:
+        sys.modules[name] = finder.module
 
     def undo() -> None:
-        if sys.modules.get(name) is stub:
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+        if sys.modules.get(name) is finder.module:
             del sys.modules[name]
     return undo
+
+
+class _StandIn(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """The meta-path finder and loader of a plugin's stand-in (_plugin_module)."""
+
+    def __init__(self, name: str, sim: Simulator):
+        import importlib.machinery
+
+        self.name = name
+        self.module = types.ModuleType(name, f"a stand-in for {name} in a simulation of {sim.target} (opaudit)")
+        self.module.__spec__ = importlib.machinery.ModuleSpec(name, self)
+        setattr(self.module, sim.device_type, getattr(torch, sim.name))
+        self.module.__version__ = sim.release.name  # type: ignore[attr-defined]
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.name or not _importing():
+            return None
+        return self.module.__spec__
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        return self.module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        pass
+
+
+def _importing() -> bool:
+    """Whether the finder is asked by an import statement (or importlib.import_module), not by a probe
+    (importlib.util.find_spec): the import machinery's frame is the finder's caller's caller."""
+    import sys
+
+    frame = sys._getframe(3)  # _importing <- find_spec <- importlib._bootstrap._find_spec <- its caller
+    return frame.f_code.co_name == "_find_and_load_unlocked"
 
 
 def _swap_parameters() -> Callable[[], None]:
     """``model.to("npu")`` keeps each Parameter object and shared weights shared (GPT-2's lm_head is its
     wte), as on a plugin's device: a CPU tensor and a simulated one are no compatible shallow-copy types,
-    so Module._apply would make a new Parameter per module; swapping the tensors in place keeps them."""
-    before = torch.__future__.get_swap_module_params_on_conversion()
-    torch.__future__.set_swap_module_params_on_conversion(True)
-    return lambda: torch.__future__.set_swap_module_params_on_conversion(before)
+    so Module._apply would make a new Parameter per module; swapping the tensors in place keeps them. Only
+    in ``_apply``: the same switch makes ``load_state_dict`` swap too, which fails on modules that keep
+    weak references to their parameters (an LSTM's flat weights), where the device copies in place."""
+    future = torch.__future__
+    original = torch.nn.Module._apply
+
+    def _apply(self: torch.nn.Module, fn: Any, recurse: bool = True) -> Any:
+        before = future.get_swap_module_params_on_conversion()
+        future.set_swap_module_params_on_conversion(True)
+        try:
+            return original(self, fn, recurse)
+        finally:
+            future.set_swap_module_params_on_conversion(before)
+
+    patch = _Patches()
+    patch(torch.nn.Module, "_apply", _apply)
+    return patch.undo
 
 
 def _backward_on_the_calling_thread() -> Callable[[], None]:

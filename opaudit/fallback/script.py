@@ -12,6 +12,7 @@ source line.
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -21,14 +22,63 @@ from typing import Any
 from opaudit.errors import InputError, OpauditError, UserCodeError, describe_exception, user_frames
 from opaudit.fallback.stats import Stats
 
+PARTIAL_STATS = "opaudit-fallback.partial.json"
+PARTIAL_AUDIT = "opaudit-audit.partial"  # .json, .html
+
 
 class RunFailed(UserCodeError):
-    """The script did not complete; ``stats`` holds what the fallback counted until then."""
+    """The script did not complete; ``stats`` holds what the fallback counted until then, ``trace`` (a recorded
+    run) the ops recorded until then."""
 
     def __init__(self, message: str, *, stats: Stats, details: str | None = None, hint: str | None = None,
-                 partial: Any = None):
-        super().__init__(message, details=details, hint=hint, partial=partial)
+                 trace: Any = None):
+        super().__init__(message, details=details, hint=hint)
         self.stats = stats
+        self.trace = trace
+
+
+def save_partial(e: RunFailed, stats_path: str | Path | None, *, html: bool = False) -> list[str]:
+    """Save what a failed run gathered: the statistics to ``stats_path``, else into a new temporary folder
+    (never the working folder), and, for a traced run, the audit so far beside them (JSON, and HTML with
+    ``html``). The written paths."""
+    import tempfile
+
+    from opaudit.report import write_reports
+
+    if stats_path is not None:
+        path = Path(stats_path)
+        folder = path.parent
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="opaudit-run-"))
+        path = folder / PARTIAL_STATS
+    e.stats.save(path)
+    written = [str(path)]
+    if e.trace is not None:
+        from opaudit.audit import audit
+
+        a = audit(e.trace, [e.stats.target], fallback=[e.stats])
+        outputs = {"json": str(folder / f"{PARTIAL_AUDIT}.json")}
+        if html:
+            outputs["html"] = str(folder / f"{PARTIAL_AUDIT}.html")
+        written += write_reports(a, outputs)
+    return written
+
+
+def check_reached(result: RunResult, *, allow_empty: bool = False) -> str | None:
+    """A rehearsal in which no op reached the simulated device (the program never moved its model or data
+    there) rehearsed nothing: NothingRehearsed, or with ``allow_empty`` the warning to show."""
+    from opaudit.errors import NothingRehearsed
+
+    st = result.stats
+    if st.kind != "simulated" or sum(st.calls.values()) > 0:
+        return None
+    msg = (f"no op reached the simulated {st.device} device: the program ran on the CPU only, so nothing of "
+           f"{st.target} was rehearsed")
+    if allow_empty:
+        return msg
+    hint = (f"move the model and its inputs to the device ('{st.device}', or 'cuda', which the rehearsal maps "
+            "unless --no-map-cuda); --allow-empty accepts a run that uses no device")
+    raise NothingRehearsed(msg, hint=hint)
 
 
 @dataclass
@@ -57,7 +107,6 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     if simulate is not None:
         ctx = Simulator(simulate, strict=strict, check_numerics=check_numerics,
                         map_devices=("cuda",) if map_cuda else (), force_cpu=force_cpu, forbid=forbid)
-        ctx.plugin_import = not module and _imports(Path(path), ctx.release.import_name)
     else:
         assert fallback is not None
         for name in imports:
@@ -76,6 +125,10 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
                        device=sim.device_type if sim is not None else None,
                        simulated={"target": sim.target, "name": sim.name} if sim is not None else None)
     failure: BaseException | None = None
+    # a crash in native code cannot be caught: at least Python's traceback (with the user's line) is printed
+    crash_report = not faulthandler.is_enabled()
+    if crash_report:
+        faulthandler.enable()
     try:
         with _argv_and_path([shown, *argv], path0), ctx, rec or nullcontext():
             run_main(shown, module)
@@ -86,6 +139,9 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
         raise
     except Exception as e:
         failure = e
+    finally:
+        if crash_report:
+            faulthandler.disable()
     if failure is None:
         return RunResult(stats, rec.trace if rec is not None else None)
     target = stats.target
@@ -95,9 +151,13 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     elif isinstance(failure, RehearsalLimit) or isinstance(failure.__cause__, RehearsalLimit):
         cause = failure if isinstance(failure, RehearsalLimit) else failure.__cause__
         msg = f"{shown} stopped on {target}: {cause}"
-        hint = ("coverage_db/curated/device_selected.toml says which path each device kind and PyTorch line takes"
-                if "stand-in cannot take" in msg else
-                "coverage_db/curated/no_cpu_kernel.toml lists the ops the rehearsal cannot run, and why")
+        if "stand-in cannot take" in msg:
+            hint = "coverage_db/curated/device_selected.toml says which path each device kind and PyTorch line takes"
+        elif "device data in tensors only" in msg:
+            hint = ("tensors, torch.save and torch.load work on the simulated device; storages made for it "
+                    "directly do not")
+        else:
+            hint = "coverage_db/curated/no_cpu_kernel.toml lists the ops the rehearsal cannot run, and why"
     elif isinstance(failure, FallbackFailed) or isinstance(failure.__cause__, FallbackFailed):
         cause = failure if isinstance(failure, FallbackFailed) else failure.__cause__
         msg = str(cause)
@@ -109,20 +169,8 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
         msg, hint = f"{shown} exited with status {failure.code!r} under {target}", None
     else:
         msg, hint = f"{shown} failed under {target}: {describe_exception(failure)}", None
-    raise RunFailed(msg, stats=stats, details=user_frames(failure), hint=hint, partial=None) from None
-
-
-def _imports(path: Path, name: str | None) -> bool:
-    """Whether the script imports ``name`` itself (``import torch_npu``, as a ported script does)."""
-    import re
-
-    if not name or not path.is_file():
-        return False
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return False
-    return re.search(rf"^\s*(?:import|from)\s+{re.escape(name)}\b", text, re.M) is not None
+    trace = rec.trace if rec is not None and rec.recording.total else None
+    raise RunFailed(msg, stats=stats, details=user_frames(failure), hint=hint, trace=trace) from None
 
 
 def _hint(e: BaseException) -> str:

@@ -87,8 +87,19 @@ class SimTensor(torch.Tensor):
         return self.elem.tolist()
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        # torch.save of a simulated tensor stores its data as a CPU tensor
-        return self.elem.detach().__reduce_ex__(protocol)
+        # a simulated tensor pickles as its CPU data; torch.save tags that data's storage with the device
+        # (checkpoint.py), and a parameter stays a parameter
+        from opaudit.fallback.checkpoint import saved
+
+        data = self.elem.detach()
+        saved(data, self.sim_index)
+        if getattr(self, "_is_param", False):
+            from collections import OrderedDict
+
+            return torch._utils._rebuild_parameter, (data, self.requires_grad, OrderedDict())
+        if self.requires_grad and self.is_leaf:
+            data.requires_grad_(True)
+        return data.__reduce_ex__(protocol)
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):

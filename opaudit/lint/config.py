@@ -30,7 +30,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 KEYS = {"target": str, "select": list, "extend-select": list, "ignore": list, "exclude": list, "extend-exclude": list,
-        "min-torch": str, "unsafe-fixes": bool, "respect-gitignore": bool, "force-exclude": bool}
+        "min-torch": str, "unsafe-fixes": bool, "guarded-import": bool, "respect-gitignore": bool,
+        "force-exclude": bool}
 
 
 @dataclass

@@ -65,6 +65,7 @@ class Settings:
     exclude_defaults: tuple[str, ...] | None = None  # [tool.opaudit] exclude: replaces DEFAULT_EXCLUDE
     respect_gitignore: bool = True
     force_exclude: bool = False  # the exclusions apply to files named on the command line too
+    guarded_import: bool = False  # fix adds the target's package as try: import ... except ImportError: pass
 
     def resolved(self) -> tuple[Target, Catalogue, frozenset[str]]:
         return _resolve(self)
@@ -426,8 +427,9 @@ def _run(source: bytes, settings: Settings, path: str, *, fix: bool) -> FileResu
     uses_device = uses_device or bool(target.package) and target.package in add_imports
     if uses_device and target.package and not _imports_package(text, target.package) and \
             ("OA001" in selected or target.package in add_imports):
-        new_module = _add_backend_import(new_module, target.package)
-        result.fixed.insert(0, extra or _backend_finding(path, target))
+        new_module = _add_backend_import(new_module, target.package, guarded=settings.guarded_import)
+        if extra is not None:  # a finding of lint's (a file that names the device already): fixed as counted;
+            result.fixed.insert(0, extra)  # the import a rewrite needs is part of that rewrite, not a finding
     new = new_module.bytes if new_module is not module else source
     if new != source:
         try:
@@ -440,9 +442,15 @@ def _run(source: bytes, settings: Settings, path: str, *, fix: bool) -> FileResu
     return result
 
 
-def _add_backend_import(module: cst.Module, package: str) -> cst.Module:
+def _add_backend_import(module: cst.Module, package: str, *, guarded: bool = False) -> cst.Module:
     """``import <package>`` right after the file's first top-level torch import (where the vendor guides put
-    it), else where LibCST's AddImportsVisitor puts new imports."""
+    it), else where LibCST's AddImportsVisitor puts new imports. ``guarded``: inside ``try: ... except
+    ImportError: pass``, so that the code still imports where the plugin is not installed (CPU-only CI)."""
+    if guarded:
+        guard = cst.parse_statement(f"try:\n    import {package}  # noqa: F401 (registers the device)\n"
+                                    "except ImportError:  # not installed: the code still imports\n    pass\n")
+        at = _after_imports(module)
+        return module.with_changes(body=[*module.body[:at], guard, *module.body[at:]])
     for i, stmt in enumerate(module.body):
         if isinstance(stmt, cst.SimpleStatementLine) and any(
                 (isinstance(s, cst.Import) and any((_dotted(a.name) or "").split(".")[0] == "torch" for a in s.names))
@@ -453,6 +461,20 @@ def _add_backend_import(module: cst.Module, package: str) -> cst.Module:
     ctx = CodemodContext()
     AddImportsVisitor.add_needed_import(ctx, package)
     return AddImportsVisitor(ctx).transform_module(module)
+
+
+def _after_imports(module: cst.Module) -> int:
+    """The position after the leading docstring, ``__future__`` and top-level import statements."""
+    at = 0
+    for i, stmt in enumerate(module.body):
+        if isinstance(stmt, cst.SimpleStatementLine) and all(
+                isinstance(s, (cst.Import, cst.ImportFrom)) or (i == 0 and isinstance(s, cst.Expr)
+                                                                and isinstance(s.value, cst.SimpleString))
+                for s in stmt.body):
+            at = i + 1
+        else:
+            break
+    return at
 
 
 def _fix_imports(module: cst.Module, add: set[str], remove: set[tuple[str, str | None, str | None]]) -> cst.Module:

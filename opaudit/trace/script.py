@@ -28,12 +28,17 @@ def locate(target: str, module: bool) -> tuple[str, str]:
     """(the folder put first on sys.path, the name shown and run) of a script path, a folder with
     ``__main__.py``, or (``module``) a module name; InputError when there is none."""
     if module:
-        try:
-            import importlib.util
+        # as python -m: the working folder comes first; only the top package is looked for here, since finding
+        # a submodule imports its package, which may need what the run provides (a simulated plugin)
+        import importlib.util
 
-            found = importlib.util.find_spec(target)
+        sys.path.insert(0, os.getcwd())
+        try:
+            found = importlib.util.find_spec(target.split(".")[0])
         except (ImportError, ValueError):
             found = None
+        finally:
+            sys.path.pop(0)
         if found is None:
             raise InputError(f"no module named {target!r}")
         return os.getcwd(), target
