@@ -22,6 +22,7 @@ from typing import Any
 import libcst as cst
 
 from opaudit.lint.catalogue import Catalogue, Rule, Target, version_at_least
+from opaudit.lint.receivers import Receivers
 
 DEVICE = re.compile(r"cuda(?::(\d+))?")
 DEVICE_KWARGS = {"device", "device_type", "pin_memory_device", "output_device", "map_location", "device_id"}
@@ -177,6 +178,7 @@ class FileCheck:
         self.plan = Plan()
         self.trace: dict[int, bool] | None = None  # set by a caller: id(root Name) -> resolved to an import
         self.defines_cuda_method = b"def cuda(" in source
+        self.receivers = Receivers(self, module, source)
         self.api_exact, self.api_prefix, self.modules, self.env_names, self.env_prefixes = \
             _indexes(catalogue, selected, target.name)
         self.acc = target.accelerator_expr(min_torch)
@@ -928,7 +930,13 @@ def _visit_attribute_syntax(c: FileCheck, node: cst.Attribute) -> None:
         elif c.acc is not None:  # False on a host without accelerator, as is_cuda was there
             new = cst.parse_expression(f'(x.device.type == getattr({c.acc}, "type", None))')
             new = new.with_changes(left=new.left.with_changes(value=new.left.value.with_changes(value=node.value)))  # type: ignore[attr-defined]
-        c.report(node, "OA108", "`.is_cuda` asks whether a tensor is on a CUDA device", new, heuristic=True)
+        kind = c.receivers.kind(node.value, c.stack)
+        if kind and "nn.Module subclass" not in kind:  # (a class of the file may set an is_cuda of its own)
+            c.report(node, "OA108", f"`.is_cuda` asks whether a tensor is on a CUDA device (the receiver is {kind})",
+                     new, fix="safe")
+        else:
+            c.report(node, "OA108", "`.is_cuda` asks whether a tensor is on a CUDA device (the receiver is not "
+                     "known to be a tensor or module: check it)", new, heuristic=True)
     elif attr == "cuda_stream" and c.on("OA410"):
         c.report(node, "OA410", "`.cuda_stream` is a raw CUDA stream handle", heuristic=True)
 
@@ -1244,9 +1252,10 @@ def _call_by_method(c: FileCheck, node: cst.Call, func: cst.Attribute) -> None:
             elif t.device:
                 new = node.with_changes(func=func.with_changes(attr=cst.Name("to")),
                                         args=_with_first(cst.SimpleString(f'"{t.device}"'), keywords))
-        if _torch_made(c, func.value):
-            c.report(node, "OA101", "`.cuda()` moves a tensor or module to a CUDA device (the receiver is made by "
-                     "torch: a tensor or a module)", new, fix="safe")
+        kind = c.receivers.kind(func.value, c.stack)
+        if kind:
+            c.report(node, "OA101", f"`.cuda()` moves a tensor or module to a CUDA device (the receiver is {kind})",
+                     new, fix="safe")
         else:
             c.report(node, "OA101", "`.cuda()` moves a tensor or module to a CUDA device (the receiver is not known "
                      "to be a tensor or module: check it)", new, heuristic=True)
@@ -1275,21 +1284,6 @@ def _call_by_method(c: FileCheck, node: cst.Call, func: cst.Attribute) -> None:
             c.report(node, "OA505", c.rules["OA505"].summary, suggestion='int(os.environ["LOCAL_RANK"])')
     elif name in ("impl", "register_kernel"):
         _dispatch_key(c, node, heuristic=True)
-
-
-def _torch_made(c: FileCheck, value: cst.CSTNode) -> bool:
-    """Whether ``value`` is the result of a torch factory, op or module constructor (torch.randn(...),
-    nn.Sequential(...), torch.ones(2).float()), so that its .cuda() is the tensor's or module's."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
-            c.qualname(value.func) is None and value.func.attr.value in ("float", "half", "double", "bfloat16",
-                                                                           "long", "int", "contiguous", "detach",
-                                                                           "clone", "eval", "train"):
-        value = value.func.value
-    if not isinstance(value, cst.Call):
-        return False
-    q = c.qualname(value.func) or ""
-    return q.startswith("torch.") and not q.startswith(("torch.cuda", "torch.utils", "torch.hub", "torch.load",
-                                                        "torch.jit.load"))
 
 
 def _dispatch_key(c: FileCheck, node: cst.Call, *, heuristic: bool) -> None:
