@@ -270,6 +270,7 @@ def enter(sim: Simulator) -> list[Callable[[], None]]:
     undo.append(_autocast(sim))
     undo.append(_collectives(sim))
     undo.append(_plugin_module(sim))
+    undo.append(_surface(sim))
     undo.append(_pinning())
     undo.append(_swap_parameters())
     undo.append(_backward_on_the_calling_thread())
@@ -300,6 +301,19 @@ def _plugin_module(sim: Simulator) -> Callable[[], None]:
         if sys.modules.get(name) is stub:
             del sys.modules[name]
     return undo
+
+
+def _surface(sim: Simulator) -> Callable[[], None]:
+    """Stand-ins for the target's runtime names that ``fix`` writes and the device module does not answer
+    (torch.npu.matmul.allow_hf32, torch_npu.npu.mstx.range_push: fallback/surface.py, from rules/)."""
+    from opaudit.fallback.surface import install
+    from opaudit.lint.catalogue import load_target, target_names
+
+    if sim.release.vendor not in target_names():
+        return lambda: None
+    patch = _Patches()
+    install(load_target(sim.release.vendor), sim.name, patch)
+    return patch.undo
 
 
 def _swap_parameters() -> Callable[[], None]:

@@ -98,6 +98,9 @@ class Target:
     api: dict[str, tuple[str, str]] = field(default_factory=dict)  # qualified name -> (replacement, min torch)
     env: dict[str, tuple[str, str]] = field(default_factory=dict)  # CUDA variable -> (twin or "", minimum torch)
     notes: dict[str, str] = field(default_factory=dict)
+    # the target's runtime names that `fix` writes, beyond what the rehearsal's device module answers, each
+    # with how the rehearsal's stand-in answers it (rules/surface.toml's mirror, and [surface])
+    surface: dict[str, str] = field(default_factory=dict)
 
     def api_replacement(self, qualname: str, min_torch: str) -> str | None:
         """What ``qualname`` (``torch.cuda.synchronize``) becomes here, or None when nothing does."""
@@ -216,4 +219,8 @@ def load_target(name: str) -> Target:
     for q, v in d.pop("api", {}).items():
         api[q] = (v[0], v[1]) if isinstance(v, list) else (v, "")
     env = {k: (v[0], v[1]) if isinstance(v, list) else (v, "") for k, v in d.pop("env", {}).items()}
-    return Target(api=api, env=env, notes=d.pop("notes", {}), **d)
+    surface = dict(d.pop("surface", {}))
+    if d.get("package") and d.get("module"):  # a vendor plugin's device module mirrors torch.cuda's
+        mirror = load_toml("rules", "surface.toml")["mirror"]
+        surface = {f"{d['module']}.{k}": v for k, v in mirror.items()} | surface
+    return Target(api=api, env=env, notes=d.pop("notes", {}), surface=surface, **d)

@@ -906,6 +906,29 @@ def _api_target(c: FileCheck, rule: Rule, qualname: str) -> str | None:
     return t.api_replacement(qualname, c.min_torch)
 
 
+def written_names(target: Target, catalogue: Catalogue, min_torch: str) -> set[str]:
+    """The dotted names ``fix`` can write for ``target`` in place of an API a rule matches by name (the
+    target table's [api] values, the rules' templates, torch.cuda.X mapped onto the target's module): each
+    must exist in the target's runtime, which the rehearsal's stand-ins answer (rules/targets/ [surface])."""
+    import types
+
+    c: Any = types.SimpleNamespace(target=target, min_torch=min_torch, acc=target.accelerator_expr(min_torch))
+    out = {new for new, _ in target.api.values() if new and "(" not in new}
+    handled = {*AMP_DEPRECATED, *AMP_DECORATORS, *GPU_AUTOCAST}
+    for rule in catalogue.rules.values():
+        if rule.targets and target.name not in rule.targets or rule.fix not in ("safe", "unsafe"):
+            continue
+        for api in rule.apis:
+            if api.endswith(".*") or api in handled:
+                continue
+            canonical = rule.renames.get(api, api)
+            new = canonical if canonical != api and not canonical.startswith("torch.cuda.") else \
+                _api_target(c, rule, canonical)
+            if new and "(" not in new:
+                out.add(new)
+    return out
+
+
 def _suggestion(c: FileCheck, rule: Rule) -> str | None:
     t = c.target
     if t.neutral:
