@@ -67,6 +67,7 @@ class Rule:
     env: tuple[str, ...] = ()  # environment variable names
     env_prefix: tuple[str, ...] = ()
     triggers: tuple[str, ...] = ()  # words that must occur in a file for this rule to find anything
+    strings: tuple[str, ...] = ()  # regular expressions a string literal's whole value matches (nvcc flags)
 
     @property
     def group(self) -> str:
@@ -186,7 +187,8 @@ def catalogue() -> Catalogue:
         if d["fix"] not in FIX_CLASSES:
             raise ValueError(f"rules/catalogue.toml: {code}: fix must be one of {FIX_CLASSES}")
         examples = tuple(Example(**e) for e in d.get("examples", ()))
-        tuples = {k: tuple(d.get(k, ())) for k in ("apis", "targets", "modules", "env", "env_prefix", "triggers")}
+        tuples = {k: tuple(d.get(k, ())) for k in ("apis", "targets", "modules", "env", "env_prefix", "triggers",
+                                                  "strings")}
         strings = {k: d.get(k, "") for k in ("why", "replace", "replace_neutral", "neutral_min_torch", "suggest",
                                               "suggest_neutral")}
         unknown = set(d) - set(tuples) - set(strings) - {"name", "summary", "fix", "heuristic", "default", "examples",
