@@ -67,6 +67,7 @@ class Rule:
     env: tuple[str, ...] = ()  # environment variable names
     env_prefix: tuple[str, ...] = ()
     triggers: tuple[str, ...] = ()  # words that must occur in a file for this rule to find anything
+    strings: tuple[str, ...] = ()  # regular expressions a string literal's whole value matches (nvcc flags)
 
     @property
     def group(self) -> str:
@@ -98,6 +99,9 @@ class Target:
     api: dict[str, tuple[str, str]] = field(default_factory=dict)  # qualified name -> (replacement, min torch)
     env: dict[str, tuple[str, str]] = field(default_factory=dict)  # CUDA variable -> (twin or "", minimum torch)
     notes: dict[str, str] = field(default_factory=dict)
+    # the target's runtime names that `fix` writes, beyond what the rehearsal's device module answers, each
+    # with how the rehearsal's stand-in answers it (rules/surface.toml's mirror, and [surface])
+    surface: dict[str, str] = field(default_factory=dict)
 
     def api_replacement(self, qualname: str, min_torch: str) -> str | None:
         """What ``qualname`` (``torch.cuda.synchronize``) becomes here, or None when nothing does."""
@@ -183,7 +187,8 @@ def catalogue() -> Catalogue:
         if d["fix"] not in FIX_CLASSES:
             raise ValueError(f"rules/catalogue.toml: {code}: fix must be one of {FIX_CLASSES}")
         examples = tuple(Example(**e) for e in d.get("examples", ()))
-        tuples = {k: tuple(d.get(k, ())) for k in ("apis", "targets", "modules", "env", "env_prefix", "triggers")}
+        tuples = {k: tuple(d.get(k, ())) for k in ("apis", "targets", "modules", "env", "env_prefix", "triggers",
+                                                  "strings")}
         strings = {k: d.get(k, "") for k in ("why", "replace", "replace_neutral", "neutral_min_torch", "suggest",
                                               "suggest_neutral")}
         unknown = set(d) - set(tuples) - set(strings) - {"name", "summary", "fix", "heuristic", "default", "examples",
@@ -216,4 +221,8 @@ def load_target(name: str) -> Target:
     for q, v in d.pop("api", {}).items():
         api[q] = (v[0], v[1]) if isinstance(v, list) else (v, "")
     env = {k: (v[0], v[1]) if isinstance(v, list) else (v, "") for k, v in d.pop("env", {}).items()}
-    return Target(api=api, env=env, notes=d.pop("notes", {}), **d)
+    surface = dict(d.pop("surface", {}))
+    if d.get("package") and d.get("module"):  # a vendor plugin's device module mirrors torch.cuda's
+        mirror = load_toml("rules", "surface.toml")["mirror"]
+        surface = {f"{d['module']}.{k}": v for k, v in mirror.items()} | surface
+    return Target(api=api, env=env, notes=d.pop("notes", {}), surface=surface, **d)

@@ -22,6 +22,7 @@ from typing import Any
 import libcst as cst
 
 from opaudit.lint.catalogue import Catalogue, Rule, Target, version_at_least
+from opaudit.lint.receivers import Receivers
 
 DEVICE = re.compile(r"cuda(?::(\d+))?")
 DEVICE_KWARGS = {"device", "device_type", "pin_memory_device", "output_device", "map_location", "device_id"}
@@ -177,8 +178,11 @@ class FileCheck:
         self.plan = Plan()
         self.trace: dict[int, bool] | None = None  # set by a caller: id(root Name) -> resolved to an import
         self.defines_cuda_method = b"def cuda(" in source
-        self.api_exact, self.api_prefix, self.modules, self.env_names, self.env_prefixes = \
+        self.receivers = Receivers(self, module, source)
+        self.api_exact, self.api_prefix, self.modules, self.env_names, self.env_prefixes, self.strings = \
             _indexes(catalogue, selected, target.name)
+        self.cuda_sources = b".cu'" in source or b'.cu"' in source  # the file names a CUDA source file
+        self.extension_names: set[str] = set()  # names bound to a module built from CUDA sources
         self.acc = target.accelerator_expr(min_torch)
         for stmt in _top_level_statements(module.body):
             if isinstance(stmt, cst.SimpleStatementLine):
@@ -700,7 +704,8 @@ def _indexes(catalogue: Catalogue, selected: frozenset[str], target: str) -> tup
         modules = {m: r.code for r in rules for m in r.modules}
         env_names = {n: r.code for r in rules for n in r.env}
         env_prefixes = {p: r.code for r in rules for p in r.env_prefix}
-        _INDEX_CACHE[key] = (exact, prefix, modules, env_names, env_prefixes)
+        strings = [(re.compile("|".join(f"(?:{x})" for x in r.strings)), r.code) for r in rules if r.strings]
+        _INDEX_CACHE[key] = (exact, prefix, modules, env_names, env_prefixes, strings)
     return _INDEX_CACHE[key]
 
 
@@ -826,6 +831,8 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
         if isinstance(node, cst.Attribute) and id(node) not in c.handled:
             _visit_attribute_syntax(c, node)
         return
+    if c.extension_names and isinstance(node, cst.Attribute) and _extension_call(c, node):
+        return
     if isinstance(node, cst.Attribute):
         _visit_attribute_syntax(c, node)
     q = c.qualname(node)
@@ -904,6 +911,29 @@ def _api_target(c: FileCheck, rule: Rule, qualname: str) -> str | None:
     return t.api_replacement(qualname, c.min_torch)
 
 
+def written_names(target: Target, catalogue: Catalogue, min_torch: str) -> set[str]:
+    """The dotted names ``fix`` can write for ``target`` in place of an API a rule matches by name (the
+    target table's [api] values, the rules' templates, torch.cuda.X mapped onto the target's module): each
+    must exist in the target's runtime, which the rehearsal's stand-ins answer (rules/targets/ [surface])."""
+    import types
+
+    c: Any = types.SimpleNamespace(target=target, min_torch=min_torch, acc=target.accelerator_expr(min_torch))
+    out = {new for new, _ in target.api.values() if new and "(" not in new}
+    handled = {*AMP_DEPRECATED, *AMP_DECORATORS, *GPU_AUTOCAST}
+    for rule in catalogue.rules.values():
+        if rule.targets and target.name not in rule.targets or rule.fix not in ("safe", "unsafe"):
+            continue
+        for api in rule.apis:
+            if api.endswith(".*") or api in handled:
+                continue
+            canonical = rule.renames.get(api, api)
+            new = canonical if canonical != api and not canonical.startswith("torch.cuda.") else \
+                _api_target(c, rule, canonical)
+            if new and "(" not in new:
+                out.add(new)
+    return out
+
+
 def _suggestion(c: FileCheck, rule: Rule) -> str | None:
     t = c.target
     if t.neutral:
@@ -928,7 +958,13 @@ def _visit_attribute_syntax(c: FileCheck, node: cst.Attribute) -> None:
         elif c.acc is not None:  # False on a host without accelerator, as is_cuda was there
             new = cst.parse_expression(f'(x.device.type == getattr({c.acc}, "type", None))')
             new = new.with_changes(left=new.left.with_changes(value=new.left.value.with_changes(value=node.value)))  # type: ignore[attr-defined]
-        c.report(node, "OA108", "`.is_cuda` asks whether a tensor is on a CUDA device", new, heuristic=True)
+        kind = c.receivers.kind(node.value, c.stack)
+        if kind and "nn.Module subclass" not in kind:  # (a class of the file may set an is_cuda of its own)
+            c.report(node, "OA108", f"`.is_cuda` asks whether a tensor is on a CUDA device (the receiver is {kind})",
+                     new, fix="safe")
+        else:
+            c.report(node, "OA108", "`.is_cuda` asks whether a tensor is on a CUDA device (the receiver is not "
+                     "known to be a tensor or module: check it)", new, heuristic=True)
     elif attr == "cuda_stream" and c.on("OA410"):
         c.report(node, "OA410", "`.cuda_stream` is a raw CUDA stream handle", heuristic=True)
 
@@ -961,6 +997,9 @@ def _fused_flags(c: FileCheck, items: list[tuple[str | None, cst.BaseExpression]
 def _visit_assign(c: FileCheck, node: cst.Assign) -> None:
     """``name = torch.autocast`` (or ``autocast if cond else nullcontext``): calls of ``name`` take a device
     type as the original does."""
+    if c.cuda_sources and isinstance(node.value, cst.Call) and len(node.targets) == 1 and (
+            ".cu'" in _code(node.value) or '.cu"' in _code(node.value)):
+        _extension_name(c, node.value, node)  # _plugin = get_plugin(sources=["bias_act.cpp", "bias_act.cu"])
     if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
         return
     values = [node.value.body, node.value.orelse] if isinstance(node.value, cst.IfExp) else [node.value]
@@ -969,6 +1008,30 @@ def _visit_assign(c: FileCheck, node: cst.Assign) -> None:
         if q in DEVICE_ARGS:
             c.callable_aliases[node.targets[0].target.value] = q
             return
+
+
+def _extension_name(c: FileCheck, call: cst.Call, assign: cst.Assign | None = None) -> None:
+    """The name a module built from CUDA sources is kept in (``_plugin = load(..., sources=[...".cu"])``,
+    ``ext = importlib.import_module("fused_adam_cuda")``): calls into it are reported where they are made."""
+    if assign is None:
+        assign = c.parent if isinstance(c.parent, cst.Assign) else None
+    if assign is None or assign.value is not call or len(assign.targets) != 1:
+        return
+    name = dotted(assign.targets[0].target)
+    if name is not None:
+        c.extension_names.add(name)
+
+
+def _extension_call(c: FileCheck, node: cst.CSTNode) -> bool:
+    """``_plugin.bias_act(...)`` where ``_plugin`` holds a module built from CUDA sources."""
+    d = dotted(node)
+    if d is None or not isinstance(c.parent, cst.Call) or c.parent.func is not node:
+        return False
+    head = d.rsplit(".", 1)[0]
+    if head == d or head not in c.extension_names:
+        return False
+    c.report(node, "OA805", f"{c.rules['OA805'].summary}: `{d}`", heuristic=True)
+    return True
 
 
 def _arg(node: cst.Call, index: int, keyword: str | None = None) -> cst.Arg | None:
@@ -1079,9 +1142,18 @@ def _call_by_name(c: FileCheck, node: cst.Call, q: str) -> None:
         if backend is None or string_value(backend.value) == "inductor":
             c.report(node, "OA610", c.rules["OA610"].summary)
     if q in ("torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline") and c.on("OA802"):
-        if any(a.keyword is not None and a.keyword.value in ("extra_cuda_cflags", "cuda_sources") for a in node.args) \
-                or ".cu'" in _code(node) or '.cu"' in _code(node):
-            c.report(node, "OA802", c.rules["OA802"].summary)
+        cuda = any(a.keyword is not None and (a.keyword.value in ("extra_cuda_cflags", "cuda_sources") or (
+            a.keyword.value == "with_cuda" and isinstance(a.value, cst.Name) and a.value.value == "True"))
+            for a in node.args) or ".cu'" in _code(node) or '.cu"' in _code(node)
+        if cuda or c.cuda_sources:  # (sources held in a name: the file names .cu files)
+            c.report(node, "OA802", c.rules["OA802"].summary, heuristic=not cuda)
+            _extension_name(c, node)
+    if q == "importlib.import_module" and c.on("OA714"):
+        a = _arg(node, 0, "name")
+        name = string_value(a.value) if a is not None else None
+        if name is not None and _compiled_extension(name):
+            c.report(node, "OA714", f"{c.rules['OA714'].summary}: `{name}`", heuristic=True)
+            _extension_name(c, node)
     if q in ("torch.library.impl", "torch.library.register_kernel", "torch.library.Library.impl"):
         _dispatch_key(c, node, heuristic=False)
     if q in ENVIRON_CALLS:
@@ -1244,9 +1316,10 @@ def _call_by_method(c: FileCheck, node: cst.Call, func: cst.Attribute) -> None:
             elif t.device:
                 new = node.with_changes(func=func.with_changes(attr=cst.Name("to")),
                                         args=_with_first(cst.SimpleString(f'"{t.device}"'), keywords))
-        if _torch_made(c, func.value):
-            c.report(node, "OA101", "`.cuda()` moves a tensor or module to a CUDA device (the receiver is made by "
-                     "torch: a tensor or a module)", new, fix="safe")
+        kind = c.receivers.kind(func.value, c.stack)
+        if kind:
+            c.report(node, "OA101", f"`.cuda()` moves a tensor or module to a CUDA device (the receiver is {kind})",
+                     new, fix="safe")
         else:
             c.report(node, "OA101", "`.cuda()` moves a tensor or module to a CUDA device (the receiver is not known "
                      "to be a tensor or module: check it)", new, heuristic=True)
@@ -1275,21 +1348,6 @@ def _call_by_method(c: FileCheck, node: cst.Call, func: cst.Attribute) -> None:
             c.report(node, "OA505", c.rules["OA505"].summary, suggestion='int(os.environ["LOCAL_RANK"])')
     elif name in ("impl", "register_kernel"):
         _dispatch_key(c, node, heuristic=True)
-
-
-def _torch_made(c: FileCheck, value: cst.CSTNode) -> bool:
-    """Whether ``value`` is the result of a torch factory, op or module constructor (torch.randn(...),
-    nn.Sequential(...), torch.ones(2).float()), so that its .cuda() is the tensor's or module's."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
-            c.qualname(value.func) is None and value.func.attr.value in ("float", "half", "double", "bfloat16",
-                                                                           "long", "int", "contiguous", "detach",
-                                                                           "clone", "eval", "train"):
-        value = value.func.value
-    if not isinstance(value, cst.Call):
-        return False
-    q = c.qualname(value.func) or ""
-    return q.startswith("torch.") and not q.startswith(("torch.cuda", "torch.utils", "torch.hub", "torch.load",
-                                                        "torch.jit.load"))
 
 
 def _dispatch_key(c: FileCheck, node: cst.Call, *, heuristic: bool) -> None:
@@ -1510,6 +1568,14 @@ def _visit_string(c: FileCheck, node: cst.SimpleString) -> None:
     if ("--nproc_per_node=gpu" in s or "--nproc-per-node=gpu" in s) and c.on("OA509"):
         c.report(node, "OA509", c.rules["OA509"].summary)
         return
+    if c.strings and not _docstring(parent):
+        for pattern, code in c.strings:
+            if pattern.fullmatch(s.strip()):
+                c.report(node, code, f"{c.rules[code].summary}: '{s.strip()}'")
+                return
+        if isinstance(parent, cst.Element) and c.on("OA807") and _nvcc_list(c):
+            c.report(node, "OA807", f"{c.rules['OA807'].summary}: '{s.strip()}' (given to nvcc)")
+            return
     if s == "torch.distributed.launch" and c.on("OA505") and isinstance(parent, (cst.Arg, cst.Element)):
         c.report(node, "OA505", c.rules["OA505"].summary, suggestion="torchrun")
         return
@@ -1539,6 +1605,26 @@ def _visit_string(c: FileCheck, node: cst.SimpleString) -> None:
     key = c.assigned_name(node)
     if key is not None and c.plan.reports and c.plan.reports[-1].node is node:
         c.device_values.append((key, c.plan.reports[-1]))
+
+
+def _nvcc_list(c: FileCheck) -> bool:
+    """Whether the string being visited is an item of a list of nvcc's flags: ``{"nvcc": [...]}`` (added to
+    or passed through a helper too), ``extra_cuda_cflags=[...]``."""
+    i = len(c.stack) - 2  # above the Element: its List
+    if i < 0 or not isinstance(c.stack[i], cst.List):
+        return False
+    i -= 1
+    while i >= 0 and isinstance(c.stack[i], (cst.BinaryOperation, cst.Arg, cst.Call)):
+        n = c.stack[i]
+        if isinstance(n, cst.Arg) and n.keyword is not None:
+            return n.keyword.value in ("extra_cuda_cflags", "nvcc")
+        i -= 1
+    holder = c.stack[i] if i >= 0 else None
+    return isinstance(holder, cst.DictElement) and string_value(holder.key) == "nvcc"
+
+
+def _docstring(parent: cst.CSTNode | None) -> bool:
+    return isinstance(parent, cst.Expr)  # a string as a statement of its own: a docstring or a comment
 
 
 def _value_holder(c: FileCheck, node: cst.CSTNode) -> tuple[cst.CSTNode, cst.CSTNode | None]:
@@ -1622,6 +1708,13 @@ def _holds_a_device(c: FileCheck, node: cst.CSTNode, parent: cst.CSTNode | None)
 
 
 def _visit_fstring(c: FileCheck, node: cst.CSTNode) -> None:
+    if c.strings and isinstance(node, cst.FormattedString) and not _docstring(c.parent):
+        # f"-gencode=arch=compute_{cc},code=sm_{cc}": the literal text, each expression standing for a word
+        text = "".join(p.value if isinstance(p, cst.FormattedStringText) else "0" for p in node.parts).strip()
+        for pattern, code in c.strings:
+            if pattern.fullmatch(text):
+                c.report(node, code, f"{c.rules[code].summary}: '{_code(node)}'")
+                return
     if isinstance(node, cst.FormattedString) and all(isinstance(p, cst.FormattedStringText) for p in node.parts):
         return  # f"cuda" with nothing to format: a device string only where a device goes (print(f"cuda") is text)
     if id(node) not in c.handled:

@@ -1,4 +1,5 @@
 """The target's plugin (torch_npu) in a rehearsal: importable from any module of the program and under -m,
+with the vendor names a port writes (torch_npu.npu.mstx),
 while a library's probe finds it only once the program has imported it."""
 
 from __future__ import annotations
