@@ -64,11 +64,12 @@ def _main(
 
 def _fail(e: OpauditError, json_path: Path | None) -> None:
     # soft_wrap: the terminal wraps, rich does not break lines (paths and commands stay copyable)
-    err.print(f"error: {e.message}", style="bold red", markup=False, highlight=False, soft_wrap=True)
+    # emoji=False: hf:llama:CausalLM is a spec, not ":llama:"
+    err.print(f"error: {e.message}", style="bold red", markup=False, highlight=False, soft_wrap=True, emoji=False)
     if e.details:
-        err.print(e.details, markup=False, highlight=False, soft_wrap=True)
+        err.print(e.details, markup=False, highlight=False, soft_wrap=True, emoji=False)
     if e.hint:
-        err.print(f"hint: {e.hint}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"hint: {e.hint}", style="yellow", markup=False, highlight=False, soft_wrap=True, emoji=False)
     partial = getattr(e, "partial", None)
     if partial is not None:
         path = json_path or Path(PARTIAL_DEFAULT)
@@ -197,7 +198,9 @@ def _finish(trace: opaudit.Trace, json_path: Path | None, top: int | None, quiet
 
 @app.command()
 def scan(
-    model: str = typer.Argument(..., help="model.py (with get_model() and get_inputs()) or model.py:factory"),
+    model: str = typer.Argument(..., help="model.py (with get_model() and get_inputs()), model.py:factory, or a "
+                                "model by name: hf:<model_type>[:Head][?field=value&...], hf:<path to config.json or "
+                                "folder>, hf:<org>/<name> (local Hugging Face cache), diffusers:<ClassName>"),
     train: bool = typer.Option(False, "--train", help="Also run loss, backward and optimizer steps."),
     steps: int = typer.Option(1, "--steps", min=1, help="Forward/backward passes when training; the optimizer "
                               "steps at least twice (step 1 initialises its state)."),
@@ -224,12 +227,12 @@ def scan(
 ) -> None:
     """Trace every aten op a model hits (forward; with --train also backward and optimizer) and check it
     against each target."""
-    from opaudit.trace.load import load_model_file
+    from opaudit.zoo.specs import load_spec
 
     opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json, lint_paths)
     with _errors(json_path):
         opts.check()
-        spec = load_model_file(model)
+        spec = load_spec(model)
 
         def said(chosen: str, reason: str) -> None:
             err.print(f"mode: {chosen} ({reason})", style="dim", markup=False, highlight=False)
