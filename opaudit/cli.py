@@ -246,6 +246,73 @@ def scan(
         _finish(trace, json_path, top, quiet, opts)
 
 
+class Executor(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
+@app.command()
+def zoo(
+    specs: list[str] | None = typer.Argument(None, help="Models: hf:<model_type>[:Head][?field=value&...], hf:<path>,"
+                                             " hf:<org>/<name>, diffusers:<ClassName>, model.py[:factory]."),
+    from_file: Path | None = typer.Option(None, "--from", help="Read specs from this file, one a line (# comments)."),
+    all_of: str | None = typer.Option(None, "--all", metavar="LIBRARY", help="Every model of a library: hf (every "
+                                      "transformers model type with a task head, default configuration)."),
+    targets: list[str] | None = typer.Option(None, "--target", "-t", help=_TARGET_HELP),
+    train: bool = typer.Option(False, "--train", help="Trace a train step (forward, loss, backward, optimizer)."),
+    mode: Mode = typer.Option(Mode.auto, "--mode", help="Where tensors live while tracing (auto: meta for models "
+                              "that do not fit comfortably)."),
+    device: Device = typer.Option(Device.cuda, "--device", help=_DEVICE_HELP),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Models traced at once (default: the CPUs)."),
+    timeout: float = typer.Option(600.0, "--timeout", min=1, help="Seconds a model may take before it is recorded "
+                                  "as failed (timeout)."),
+    memory: float | None = typer.Option(None, "--memory", min=0, help="GiB of address space per model's process "
+                                        "(default: 80% of the memory shared by the jobs, at least 4; 0: no cap)."),
+    out_dir: Path = typer.Option(Path("zoo"), "--out", help="Folder for zoo.csv, zoo.json and zoo.html."),
+    cache: Path | None = typer.Option(None, "--cache", help="Folder of cached results "
+                                      "(default: ~/.cache/opaudit/zoo)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Trace every model again and cache nothing."),
+    executor: Executor = typer.Option(Executor.local, "--executor", help="local: processes on this machine; ray: "
+                                      "Ray tasks (pip install 'opaudit[ray]')."),
+    address: str | None = typer.Option(None, "--address", help="--executor ray: the cluster to use (ray://HOST:10001"
+                                       " or auto); default: a local Ray instance."),
+) -> None:
+    """Every model of a zoo against every target, each model in a process of its own: zoo.csv, zoo.json,
+    zoo.html."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from opaudit.zoo import report
+    from opaudit.zoo.run import default_cache, run_zoo
+    from opaudit.zoo.specs import all_specs, read_spec_file
+
+    with _errors():
+        if address and executor != Executor.ray:
+            raise OpauditError("--address needs --executor ray")
+        names = [*(specs or []), *(read_spec_file(from_file) if from_file else []), *(all_specs(all_of) if all_of
+                                                                                      else [])]
+        if not names:
+            raise OpauditError("no model given", hint="opaudit zoo hf:llama hf:bert ..., --from FILE or --all hf")
+        report.check_outputs(out_dir)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.fields[last]}"), console=err, transient=True) as bar:
+            task = bar.add_task("zoo", total=len(names), last="")
+
+            def started(cached: int, to_run: int) -> None:
+                bar.update(task, description=f"zoo ({cached} cached)" if cached else "zoo")
+
+            def ended(record: dict) -> None:
+                mark = "ok" if record["status"] == "ok" else f"failed: {record.get('reason')}"
+                bar.update(task, advance=1, last=f"{record['spec'][:40]} {mark}")
+
+            result = run_zoo(names, targets=targets, train=train, mode=mode.value, device=device.value, jobs=jobs,
+                             timeout=timeout, memory=None if memory is None else int(memory * 2**30),
+                             cache=None if no_cache else (cache or default_cache()), executor=executor.value,
+                             address=address, on_start=started, on_result=ended)
+        written = report.write_outputs(result, out_dir)
+        _print_lines(out, report.summary(result))
+        err.print(f"written: {', '.join(str(p) for p in written)}", style="green")
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def trace(
     ctx: typer.Context,

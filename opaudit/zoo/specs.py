@@ -210,6 +210,22 @@ def default_head(model_type: str, heads: dict[str, str] | None = None, encoder_d
     return next((h for h in order if h in heads), None)
 
 
+def all_specs(library: str) -> list[str]:
+    """``--all hf``: every model type that transformers builds with a task head (``hf:<model_type>``)."""
+    if library != "hf":
+        raise InputError(f"--all {library}: only 'hf' lists its models", hint="opaudit zoo --all hf")
+    return [f"hf:{t}" for t in model_types() if default_head(t) is not None]
+
+
+def read_spec_file(path: Path) -> list[str]:
+    """``--from FILE``: one spec a line; blank lines and ``#`` comments skipped."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise InputError(f"--from {path}: {e.strerror or e}") from None
+    return [s for s in (line.split(" #")[0].strip() for line in lines) if s and not s.startswith("#")]
+
+
 def _hf(spec: str, build: bool) -> Named:
     base, overrides = split_overrides(spec)
     name = base.removeprefix("hf:")
@@ -466,5 +482,5 @@ def diffusers_inputs(cls: Any, config: dict[str, Any]) -> dict[str, Any]:
     return inputs
 
 
-__all__ = ["HEADS", "HEAD_ORDER", "Named", "default_head", "diffusers_inputs", "heads_of", "hf_inputs", "is_named",
-           "load_spec", "model_types", "split_overrides"]
+__all__ = ["HEADS", "HEAD_ORDER", "Named", "all_specs", "default_head", "diffusers_inputs", "heads_of", "hf_inputs",
+           "is_named", "load_spec", "model_types", "read_spec_file", "split_overrides"]
