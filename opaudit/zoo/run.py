@@ -264,10 +264,12 @@ def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str
     for spec in specs:
         try:
             named = load_spec(spec, build=False)
-        except OpauditError as e:
+        except Exception as e:  # noqa: BLE001 - a spec that does not resolve is a result, not the zoo's end
+            message = e.message + (f" ({e.hint})" if e.hint else "") if isinstance(e, OpauditError) \
+                else describe_exception(e)
             bad[spec] = {"spec": spec, "key": None, "kind": spec.partition(":")[0] if ":" in spec else "file",
                          "family": "", "head": "", "config_hash": None, "train": train, "status": "failed",
-                         "reason": "spec", "error": e.message + (f" ({e.hint})" if e.hint else ""), "mode": None,
+                         "reason": "spec", "error": message, "mode": None,
                          "mode_reason": None, "calls": 0, "ops": 0, "duration_s": 0.0, "targets": []}
             continue
         key = job_key(spec, named.config_hash, targets=targets, train=train, mode=mode, device=device,

@@ -285,8 +285,14 @@ def _hf_config(spec: str, name: str, overrides: dict[str, Any]) -> Any:
         raise InputError(f"{spec}: transformers has no model type {name!r}",
                          hint=f"did you mean {', '.join(close)}?" if close else
                          "see transformers' CONFIG_MAPPING for the model types")
-    defaults = AutoConfig.for_model(name).to_dict()
-    _check_keys(spec, defaults, overrides, name)
+    try:
+        default = AutoConfig.for_model(name)
+    except Exception as e:  # noqa: BLE001 - a configuration class that rejects its own defaults
+        raise InputError(f"{spec}: transformers cannot build the default configuration of {name}: "
+                         f"{describe_exception(e)}") from None
+    if not overrides:
+        return default
+    _check_keys(spec, default.to_dict(), overrides, name)
     return _build_config(spec, lambda kw: AutoConfig.for_model(name, **kw), overrides)
 
 
