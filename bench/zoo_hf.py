@@ -25,6 +25,29 @@ ROOT = Path(__file__).resolve().parents[1]
 GOALS = {"traced_share": 0.90, "wall_s": 1800.0, "cached_rerun_s": 60.0}
 
 
+LAYER_FIELDS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers",
+                "num_encoder_layers", "num_decoder_layers")
+SUB_CONFIGS = ("text_config", "vision_config", "audio_config")
+
+
+def with_layers(spec: str, n: int) -> str:
+    """``hf:llama`` -> ``hf:llama?num_hidden_layers=1``: the layer counts the default configuration has (and
+    its text, vision and audio sub-configurations), at most ``n``; the spec as it is where it has none."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.for_model(spec.removeprefix("hf:")).to_dict()
+    except Exception:  # noqa: BLE001 - the zoo reports the configuration's own error
+        return spec
+    derived = ("num_layers",) if "depths" in config else ()  # Swin-style: the length of depths, not a field
+    sets = [f"{k}={n}" for k in LAYER_FIELDS if k not in derived and isinstance(config.get(k), int) and config[k] > n]
+    for sub in SUB_CONFIGS:
+        if isinstance(config.get(sub), dict):
+            sets += [f"{sub}.{k}={n}" for k in LAYER_FIELDS
+                     if isinstance(config[sub].get(k), int) and config[sub][k] > n]
+    return f"{spec}?{'&'.join(sets)}" if sets else spec
+
+
 def main() -> None:
     import torch
     import transformers
@@ -38,12 +61,16 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--mode", default="auto")
     ap.add_argument("--limit", type=int, default=None, help="only the first N model types (a quick look)")
+    ap.add_argument("--layers", type=int, default=None, help="override the layer counts the configuration has "
+                    "(num_hidden_layers, encoder_layers, ...) to at most N: a faster atlas of the same op kinds")
     ap.add_argument("--cache", type=Path, default=None, help="a cache folder to keep (default: a fresh one, removed)")
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "examples")
     ap.add_argument("--results", type=Path, default=ROOT / "bench" / "results" / "zoo_hf.json")
     args = ap.parse_args()
 
     specs = all_specs("hf")[: args.limit]
+    if args.layers is not None:
+        specs = [with_layers(s, args.layers) for s in specs]
     cache = args.cache or Path(tempfile.mkdtemp(prefix="opaudit-zoo-bench-"))
     load_before = os.getloadavg()
     done = Counter()
@@ -82,7 +109,8 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "load_before": [round(x, 1) for x in load_before],
                     "load_after": [round(x, 1) for x in load_after], "python": platform.python_version()},
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
-        "options": {"jobs": args.jobs, "timeout_s": args.timeout, "mode": args.mode, "limit": args.limit},
+        "options": {"jobs": args.jobs, "timeout_s": args.timeout, "mode": args.mode, "limit": args.limit,
+                    "layers": args.layers},
         "model_types": len(specs),
         "traced": len(ok),
         "traced_share": round(len(ok) / max(1, len(specs)), 3),

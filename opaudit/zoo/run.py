@@ -155,9 +155,28 @@ def _reason(message: str, e: BaseException | None = None) -> str:
     return "error"
 
 
-def _child(job: Job, conn: Any) -> None:
+def _watch(parent: int) -> None:
+    """End this process when the zoo that started it is gone (killed, interrupted): no orphan traces on."""
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(2)
+            try:
+                os.kill(parent, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:
+                pass
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _child(job: Job, conn: Any, parent: int | None = None) -> None:
     import resource
 
+    if parent is not None:
+        _watch(parent)
     if job.memory:
         try:
             resource.setrlimit(resource.RLIMIT_AS, (job.memory, job.memory))
@@ -192,7 +211,7 @@ def run_job(job: Job) -> dict[str, Any]:
     ctx = _context()
     started = time.perf_counter()
     receive, send = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=_child, args=(job, send), daemon=True)
+    process = ctx.Process(target=_child, args=(job, send, os.getpid()), daemon=True)
     process.start()
     send.close()
     record: dict[str, Any] | None = None
