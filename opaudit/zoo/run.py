@@ -29,6 +29,7 @@ from opaudit.errors import InputError, OpauditError, describe_exception
 
 EXECUTORS = ("local", "ray")
 DEFAULT_TIMEOUT = 600.0
+START_TIMEOUT = 300.0  # seconds a model's process may take to start (the fork server's imports, on a busy machine)
 RECORD_VERSION = 1
 # ops of the audit's per-target lists that a zoo keeps (what blocks a model, what the data does not know)
 KEPT = ("missing", "skew", "unknown", "fallback")
@@ -177,6 +178,7 @@ def _child(job: Job, conn: Any, parent: int | None = None) -> None:
 
     if parent is not None:
         _watch(parent)
+    conn.send("started")  # the timeout counts from here, not from the fork server's own start
     if job.memory:
         try:
             resource.setrlimit(resource.RLIMIT_AS, (job.memory, job.memory))
@@ -201,8 +203,10 @@ def _context() -> Any:
         methods = multiprocessing.get_all_start_methods()
         _CONTEXT = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         if "forkserver" in methods:
-            _CONTEXT.set_forkserver_preload(["torch", "transformers", "opaudit.audit", "opaudit.zoo.specs",
-                                             "opaudit.zoo.run"])
+            # transformers' modeling_utils alone takes seconds to import: once here, not once per model
+            _CONTEXT.set_forkserver_preload(["torch", "transformers", "transformers.modeling_utils",
+                                             "transformers.models.auto.modeling_auto", "opaudit.audit",
+                                             "opaudit.trace", "opaudit.zoo.specs", "opaudit.zoo.run"])
     return _CONTEXT
 
 
@@ -215,12 +219,17 @@ def run_job(job: Job) -> dict[str, Any]:
     process.start()
     send.close()
     record: dict[str, Any] | None = None
+    timed_out = False
     try:
-        if receive.poll(job.timeout):
-            try:
+        # the first job of a run waits for the fork server to import torch and transformers: not its own time
+        if receive.poll(max(START_TIMEOUT, job.timeout)) and receive.recv() == "started":
+            started = time.perf_counter()
+            if receive.poll(job.timeout):
                 record = receive.recv()
-            except EOFError:
-                record = None
+            else:
+                timed_out = True
+    except EOFError:
+        record = None
     finally:
         if record is None and process.is_alive():
             process.kill()
@@ -234,7 +243,7 @@ def run_job(job: Job) -> dict[str, Any]:
         base = _base(job)
     except Exception:  # noqa: BLE001
         base = {"spec": job.spec, "key": job.key, "targets": []}
-    if elapsed >= job.timeout:
+    if timed_out:
         return {**base, **failed, "reason": "timeout", "error": f"no result within the timeout of {job.timeout:g} s"}
     code = process.exitcode
     signal = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with {code}"
