@@ -85,3 +85,18 @@ def test_ray_tasks_give_the_results_of_the_local_processes(tiny_zoo):
     assert [{k: v for k, v in r.items() if k not in ignore} for r in result.records] == \
         [{k: v for k, v in r.items() if k not in ignore} for r in local]
     assert op_demand(result, "mps@2.3.0") == op_demand(ZooResult(local, result.targets, True), "mps@2.3.0")
+
+
+def test_spec_files_and_bad_requests(tmp_path):
+    from opaudit.errors import InputError
+    from opaudit.zoo.specs import read_spec_file
+
+    listed = tmp_path / "models.txt"
+    listed.write_text("# our models\nhf:llama?num_hidden_layers=2   # the small one\n\nhf:bert\n")
+    assert read_spec_file(listed) == ["hf:llama?num_hidden_layers=2", "hf:bert"]
+    with pytest.raises(InputError, match="no such file|No such file"):
+        read_spec_file(tmp_path / "absent.txt")
+    with pytest.raises(InputError, match="no model given"):
+        run_zoo([])
+    with pytest.raises(InputError, match="unknown executor"):
+        run_zoo(["hf:bert"], executor="slurm")
