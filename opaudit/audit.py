@@ -338,8 +338,10 @@ def _caveats(m: Matrix, g: OpGroup) -> list[str]:
 
 
 def source_name(trace: Trace) -> str:
-    """What was traced, in a few words: ``model.py:get_model``, ``train.py``, or ``the Python API``."""
+    """What was traced, in a few words: ``model.py:get_model``, ``train.py``, ``hf:llama``, or ``the Python API``."""
     src = trace.meta.source or {}
+    if src.get("kind") == "spec" and src.get("spec"):
+        return str(src["spec"])
     path = src.get("path")
     if src.get("kind") == "model" and path:
         return f"{Path(path).name}:{src['factory']}" if src.get("factory") else Path(path).name

@@ -65,11 +65,12 @@ def _main(
 
 def _fail(e: OpauditError, json_path: Path | None) -> None:
     # soft_wrap: the terminal wraps, rich does not break lines (paths and commands stay copyable)
-    err.print(f"error: {e.message}", style="bold red", markup=False, highlight=False, soft_wrap=True)
+    # emoji=False: hf:llama:CausalLM is a spec, not ":llama:"
+    err.print(f"error: {e.message}", style="bold red", markup=False, highlight=False, soft_wrap=True, emoji=False)
     if e.details:
-        err.print(e.details, markup=False, highlight=False, soft_wrap=True)
+        err.print(e.details, markup=False, highlight=False, soft_wrap=True, emoji=False)
     if e.hint:
-        err.print(f"hint: {e.hint}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"hint: {e.hint}", style="yellow", markup=False, highlight=False, soft_wrap=True, emoji=False)
     partial = getattr(e, "partial", None)
     if partial is not None:
         # never into the user's folder unasked: beside --json, else a fresh temporary folder named below
@@ -199,7 +200,9 @@ def _finish(trace: opaudit.Trace, json_path: Path | None, top: int | None, quiet
 
 @app.command()
 def scan(
-    model: str = typer.Argument(..., help="model.py (with get_model() and get_inputs()) or model.py:factory"),
+    model: str = typer.Argument(..., help="model.py (with get_model() and get_inputs()), model.py:factory, or a "
+                                "model by name: hf:<model_type>[:Head][?field=value&...], hf:<path to config.json or "
+                                "folder>, hf:<org>/<name> (local Hugging Face cache), diffusers:<ClassName>"),
     train: bool = typer.Option(False, "--train", help="Also run loss, backward and optimizer steps."),
     steps: int = typer.Option(1, "--steps", min=1, help="Forward/backward passes when training; the optimizer "
                               "steps at least twice (step 1 initialises its state)."),
@@ -226,12 +229,12 @@ def scan(
 ) -> None:
     """Trace every aten op a model hits (forward; with --train also backward and optimizer) and check it
     against each target."""
-    from opaudit.trace.load import load_model_file
+    from opaudit.zoo.specs import load_spec
 
     opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json, lint_paths)
     with _errors(json_path):
         opts.check()
-        spec = load_model_file(model)
+        spec = load_spec(model)
 
         def said(chosen: str, reason: str) -> None:
             err.print(f"mode: {chosen} ({reason})", style="dim", markup=False, highlight=False)
@@ -243,6 +246,73 @@ def scan(
                 shapes=shapes, progress=progress, on_mode=said, source=spec.source, device=device.value,
             )
         _finish(trace, json_path, top, quiet, opts)
+
+
+class Executor(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
+@app.command()
+def zoo(
+    specs: list[str] | None = typer.Argument(None, help="Models: hf:<model_type>[:Head][?field=value&...], hf:<path>,"
+                                             " hf:<org>/<name>, diffusers:<ClassName>, model.py[:factory]."),
+    from_file: Path | None = typer.Option(None, "--from", help="Read specs from this file, one a line (# comments)."),
+    all_of: str | None = typer.Option(None, "--all", metavar="LIBRARY", help="Every model of a library: hf (every "
+                                      "transformers model type with a task head, default configuration)."),
+    targets: list[str] | None = typer.Option(None, "--target", "-t", help=_TARGET_HELP),
+    train: bool = typer.Option(False, "--train", help="Trace a train step (forward, loss, backward, optimizer)."),
+    mode: Mode = typer.Option(Mode.auto, "--mode", help="Where tensors live while tracing (auto: meta for models "
+                              "that do not fit comfortably)."),
+    device: Device = typer.Option(Device.cuda, "--device", help=_DEVICE_HELP),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Models traced at once (default: the CPUs)."),
+    timeout: float = typer.Option(600.0, "--timeout", min=1, help="Seconds a model may take before it is recorded "
+                                  "as failed (timeout)."),
+    memory: float | None = typer.Option(None, "--memory", min=0, help="GiB of address space per model's process "
+                                        "(default: 80% of the memory shared by the jobs, at least 4; 0: no cap)."),
+    out_dir: Path = typer.Option(Path("zoo"), "--out", help="Folder for zoo.csv, zoo.json and zoo.html."),
+    cache: Path | None = typer.Option(None, "--cache", help="Folder of cached results "
+                                      "(default: ~/.cache/opaudit/zoo)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Trace every model again and cache nothing."),
+    executor: Executor = typer.Option(Executor.local, "--executor", help="local: processes on this machine; ray: "
+                                      "Ray tasks (pip install 'opaudit[ray]')."),
+    address: str | None = typer.Option(None, "--address", help="--executor ray: the cluster to use (ray://HOST:10001"
+                                       " or auto); default: a local Ray instance."),
+) -> None:
+    """Every model of a zoo against every target, each model in a process of its own: zoo.csv, zoo.json,
+    zoo.html."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from opaudit.zoo import report
+    from opaudit.zoo.run import default_cache, run_zoo
+    from opaudit.zoo.specs import all_specs, read_spec_file
+
+    with _errors():
+        if address and executor != Executor.ray:
+            raise OpauditError("--address needs --executor ray")
+        names = [*(specs or []), *(read_spec_file(from_file) if from_file else []), *(all_specs(all_of) if all_of
+                                                                                      else [])]
+        if not names:
+            raise OpauditError("no model given", hint="opaudit zoo hf:llama hf:bert ..., --from FILE or --all hf")
+        report.check_outputs(out_dir)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.fields[last]}"), console=err, transient=True) as bar:
+            task = bar.add_task("zoo", total=len(names), last="")
+
+            def started(cached: int, to_run: int) -> None:
+                bar.update(task, description=f"zoo ({cached} cached)" if cached else "zoo")
+
+            def ended(record: dict) -> None:
+                mark = "ok" if record["status"] == "ok" else f"failed: {record.get('reason')}"
+                bar.update(task, advance=1, last=f"{record['spec'][:40]} {mark}")
+
+            result = run_zoo(names, targets=targets, train=train, mode=mode.value, device=device.value, jobs=jobs,
+                             timeout=timeout, memory=None if memory is None else int(memory * 2**30),
+                             cache=None if no_cache else (cache or default_cache()), executor=executor.value,
+                             address=address, on_start=started, on_result=ended)
+        written = report.write_outputs(result, out_dir)
+        _print_lines(out, report.summary(result))
+        err.print(f"written: {', '.join(str(p) for p in written)}", style="green")
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

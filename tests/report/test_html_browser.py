@@ -142,3 +142,63 @@ def test_the_fallback_summary_of_a_rehearsal(browser, tmp_path):
     assert cells[0] == "_foreach_lerp_.Scalar" and cells[1] == "a CPU round trip"
     assert cells[3] == "2" and cells[4] == f"{fell[0]['to_host'] + fell[0]['to_device']:,}"
     assert cells[7].startswith("tests/fixtures/fallback/gpt2_cuda.py:")  # the user's line
+
+
+def open_zoo(browser, path):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    events = {"console": [], "requests": [], "dialogs": []}
+    page.on("console", lambda m: events["console"].append(f"{m.type}: {m.text}"))
+    page.on("pageerror", lambda e: events["console"].append(f"pageerror: {e}"))
+    page.on("request", lambda r: events["requests"].append(r.url))
+    page.on("dialog", lambda d: (events["dialogs"].append(d.message), d.dismiss()))
+    page.goto(path.as_uri())
+    page.wait_for_selector("#heat tbody tr")
+    return page, events
+
+
+def test_the_zoo_page_heat_map_filters_and_op_demand(browser, tiny_zoo):
+    out, _, _ = tiny_zoo
+    doc = json.loads((out / "zoo.json").read_text())
+    path = out / "zoo.html"
+    page, events = open_zoo(browser, path)
+    assert events["console"] == [] and events["requests"] == [path.as_uri()]
+    models, targets = doc["models"], doc["targets"]
+    cells = page.locator("#heat td.cell")
+    assert cells.count() == len(models) * len(targets)
+    want = {(m["spec"], t["target"]): t["verdict"] for m in models for t in m["targets"]}
+    for row in page.locator("#heat tbody tr").all():
+        spec = row.get_attribute("data-model")
+        for c in row.locator("td.cell").all():
+            assert c.get_attribute("data-verdict") == want.get((spec, c.get_attribute("data-target")), "error")
+    # filters: a vendor keeps its releases' columns, a family its models' rows
+    page.select_option("#vendor", "mps")
+    assert [th.get_attribute("data-key") for th in page.locator("#heat th.target").all()] == \
+        [t for t in targets if t.startswith("mps@")]
+    page.select_option("#vendor", "")
+    page.select_option("#family", "bert")
+    assert [r.get_attribute("data-model") for r in page.locator("#heat tbody tr").all()] == \
+        [m["spec"] for m in models if m["family"] == "bert"]
+    # op demand for a target: the JSON's ranking, counted over the models shown
+    page.select_option("#family", "")
+    page.select_option("#demand-target", "mps@2.3.0")
+    shown = [(r.get_attribute("data-op"), int(r.get_attribute("data-count")))
+             for r in page.locator("#demand tbody tr").all()]
+    assert shown == [(d["op"], d["models"]) for d in doc["op_demand"]["mps@2.3.0"]] and shown[0][1] == 2
+    page.select_option("#family", "gpt2")
+    assert {int(r.get_attribute("data-count")) for r in page.locator("#demand tbody tr").all()} == {1}
+    failed = [r.get_attribute("data-model") for r in page.locator("#failed tbody tr").all()]
+    assert failed == [m["spec"] for m in models if m["status"] != "ok"] == ["hf:lama"]
+
+
+def test_the_zoo_page_shows_markup_in_a_spec_as_text(browser, tiny_zoo, tmp_path):
+    from opaudit.zoo.report import html_text
+    from opaudit.zoo.run import ZooResult
+
+    out, _, _ = tiny_zoo
+    doc = json.loads((out / "zoo.json").read_text())
+    records = [*doc["models"], {**doc["models"][-1], "spec": EVIL, "error": EVIL, "family": EVIL}]
+    path = tmp_path / "zoo.html"
+    path.write_text(html_text(ZooResult(records, doc["targets"], True)), encoding="utf-8")
+    page, events = open_zoo(browser, path)
+    assert events["dialogs"] == [] and events["console"] == []
+    assert page.locator("#failed tbody tr").last.locator("td").first.text_content() == EVIL

@@ -1,0 +1,391 @@
+"""Many models against many targets: each model traced and audited in a process of its own.
+
+A :class:`Job` is one model: its spec, how to trace it, the targets, a timeout and a memory cap. :func:`run_job`
+runs it in a fresh child process (forked from a server that has torch and transformers imported already), which
+caps its own address space (``resource.setrlimit``) and is killed at the timeout; whatever happens, a record comes
+back: the verdict per target, or ``status="failed"`` with the reason. The executors only decide where
+:func:`run_job` runs: threads of this process (``local``) or Ray tasks (``ray``); the results are the same.
+
+Records are cached by (spec, configuration hash, torch version, opaudit version, coverage_db version and the
+trace options): a rerun only traces what changed. Failures from a timeout or the memory cap are not cached
+(another run may give more).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import opaudit
+from opaudit.errors import InputError, OpauditError, describe_exception
+
+EXECUTORS = ("local", "ray")
+DEFAULT_TIMEOUT = 600.0
+START_TIMEOUT = 300.0  # seconds a model's process may take to start (the fork server's imports, on a busy machine)
+RECORD_VERSION = 1
+# ops of the audit's per-target lists that a zoo keeps (what blocks a model, what the data does not know)
+KEPT = ("missing", "skew", "unknown", "fallback")
+
+
+@dataclass
+class Job:
+    spec: str
+    key: str  # the cache key
+    family: str
+    head: str
+    kind: str
+    config_hash: str
+    targets: list[str]  # release keys
+    train: bool = True
+    mode: str = "auto"
+    device: str = "cuda"
+    timeout: float = DEFAULT_TIMEOUT
+    memory: int | None = None  # bytes of address space
+    threads: int = 1
+
+
+@dataclass
+class ZooResult:
+    records: list[dict[str, Any]]  # one per spec, in the order given
+    targets: list[str]
+    train: bool
+    cached: int = 0
+    wall_s: float = 0.0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r["status"] != "ok"]
+
+
+# -- cache keys ------------------------------------------------------------------------------------------
+
+
+def coverage_db_version(root: Path | None = None) -> str:
+    """A hash of coverage_db's index and release files: changes whenever a verdict could."""
+    from opaudit.data import data_dir
+
+    root = root or data_dir("coverage_db")
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.toml")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def job_key(spec: str, config_hash: str, *, targets: Sequence[str], train: bool, mode: str, device: str,
+            db_version: str) -> str:
+    import torch
+
+    parts = {"spec": spec, "config": config_hash, "torch": torch.__version__, "opaudit": opaudit.__version__,
+             "coverage_db": db_version, "targets": list(targets), "train": train, "mode": mode, "device": device,
+             "record": RECORD_VERSION}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
+
+
+# -- one model, in its own process -----------------------------------------------------------------------
+
+
+def work(job: Job) -> dict[str, Any]:
+    """Trace and audit one model here, in this process: the record (raises nothing a model can cause)."""
+    import torch
+
+    record = _base(job)
+    started = time.perf_counter()
+    try:
+        from opaudit.audit import audit
+        from opaudit.zoo.specs import load_spec
+
+        torch.set_num_threads(max(1, job.threads))
+        named = load_spec(job.spec)
+        trace = opaudit.trace(named.make_model, named.make_inputs, train=job.train, mode=job.mode,
+                              loss_fn=named.loss_fn, optimizer=named.optimizer, source=named.source,
+                              device=job.device)
+        result = audit(trace, job.targets, landscape=False)
+    except (OpauditError, MemoryError, Exception) as e:  # a model's failure is a record, not the zoo's end
+        message = e.message if isinstance(e, OpauditError) else describe_exception(e)
+        record.update(status="failed", reason=_reason(message, e), error=message)
+        record["duration_s"] = round(time.perf_counter() - started, 2)
+        return record
+    m = trace.meta
+    record.update(status="ok", mode=m.mode, mode_reason=m.mode_reason, calls=m.total_calls,
+                  ops=len({g.op for g in result.groups if g.kind not in ("choice", "api")}),
+                  duration_s=round(time.perf_counter() - started, 2))
+    record["targets"] = [
+        {"target": v.target, "vendor": v.vendor, "release": v.release, "torch": v.torch, "verdict": v.verdict,
+         "summary": v.summary, **{k: _ops(getattr(v, k)) for k in KEPT}}
+        for v in result.selected_verdicts
+    ]
+    return record
+
+
+def _ops(labels: list[str]) -> list[str]:
+    """The audit's op labels (``view (forward)``, ``mm (backward, within ...)``) as op names, phases together."""
+    return list(dict.fromkeys(label.rsplit(" (", 1)[0] for label in labels))
+
+
+def _base(job: Job) -> dict[str, Any]:
+    import torch
+
+    return {"spec": job.spec, "key": job.key, "kind": job.kind, "family": job.family, "head": job.head,
+            "config_hash": job.config_hash, "train": job.train, "torch": torch.__version__,
+            "opaudit": opaudit.__version__, "status": "failed", "reason": None, "error": None, "mode": None,
+            "mode_reason": None, "calls": 0, "ops": 0, "duration_s": 0.0, "targets": []}
+
+
+def _reason(message: str, e: BaseException | None = None) -> str:
+    """A failure's reason in a word, for counting them: memory, input, build, forward, loss, backward, ..."""
+    text = message.lower()
+    if isinstance(e, MemoryError) or "can't allocate memory" in text or "out of memory" in text:
+        return "memory"
+    for stage, word in (("building the model", "build"), ("the forward pass", "forward"), ("the loss", "loss"),
+                        ("the backward pass", "backward"), ("the optimizer", "optimizer")):
+        if stage in text:
+            return word
+    if "cannot make the input" in text:
+        return "inputs"
+    if isinstance(e, InputError):
+        return "spec"
+    return "error"
+
+
+def _watch(parent: int) -> None:
+    """End this process when the zoo that started it is gone (killed, interrupted): no orphan traces on."""
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(2)
+            try:
+                os.kill(parent, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:
+                pass
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _child(job: Job, conn: Any, parent: int | None = None) -> None:
+    import resource
+
+    if parent is not None:
+        _watch(parent)
+    conn.send("started")  # the timeout counts from here, not from the fork server's own start
+    if job.memory:
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (job.memory, job.memory))
+        except (ValueError, OSError):
+            pass
+    try:
+        record = work(job)
+    except BaseException as e:  # noqa: BLE001 - the parent must hear of anything, even a KeyboardInterrupt
+        record = {**_base(job), "reason": _reason(describe_exception(e), e), "error": describe_exception(e)}
+    conn.send(record)
+    conn.close()
+
+
+_CONTEXT: Any = None
+
+
+def _context() -> Any:
+    """Children forked from a server that imported torch, transformers and opaudit once (a model's process
+    starts in milliseconds, not the seconds of those imports)."""
+    global _CONTEXT
+    if _CONTEXT is None:
+        methods = multiprocessing.get_all_start_methods()
+        _CONTEXT = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+        if "forkserver" in methods:
+            # transformers' modeling_utils alone takes seconds to import: once here, not once per model
+            _CONTEXT.set_forkserver_preload(["torch", "transformers", "transformers.modeling_utils",
+                                             "transformers.models.auto.modeling_auto", "opaudit.audit",
+                                             "opaudit.trace", "opaudit.zoo.specs", "opaudit.zoo.run"])
+    return _CONTEXT
+
+
+def run_job(job: Job) -> dict[str, Any]:
+    """Run ``job`` in a child process of its own: its record, or a failed one (timeout, memory, crash)."""
+    ctx = _context()
+    started = time.perf_counter()
+    receive, send = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=_child, args=(job, send, os.getpid()), daemon=True)
+    process.start()
+    send.close()
+    record: dict[str, Any] | None = None
+    timed_out = False
+    try:
+        # the first job of a run waits for the fork server to import torch and transformers: not its own time
+        if receive.poll(max(START_TIMEOUT, job.timeout)) and receive.recv() == "started":
+            started = time.perf_counter()
+            if receive.poll(job.timeout):
+                record = receive.recv()
+            else:
+                timed_out = True
+    except EOFError:
+        record = None
+    finally:
+        if record is None and process.is_alive():
+            process.kill()
+        process.join(10)
+        receive.close()
+    if record is not None:
+        return record
+    elapsed = round(time.perf_counter() - started, 2)
+    failed = {"status": "failed", "duration_s": elapsed}
+    try:
+        base = _base(job)
+    except Exception:  # noqa: BLE001
+        base = {"spec": job.spec, "key": job.key, "targets": []}
+    if timed_out:
+        return {**base, **failed, "reason": "timeout", "error": f"no result within the timeout of {job.timeout:g} s"}
+    code = process.exitcode
+    signal = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with {code}"
+    reason = "memory" if code is not None and code in (-9,) and job.memory else "crash"
+    return {**base, **failed, "reason": reason, "error": f"the model's process {signal} without a result"
+            + (f" (memory cap {job.memory / 2**30:.1f} GiB)" if reason == "memory" and job.memory else "")}
+
+
+# -- the zoo ---------------------------------------------------------------------------------------------
+
+
+def resolve_targets(targets: Sequence[str] | None) -> list[str]:
+    """Release keys: the newest published release of every vendor by default, ``all``: every release."""
+    from opaudit.audit import default_targets
+    from opaudit.matrix import database
+
+    db = database()
+    if not targets:
+        return default_targets(db)
+    keys: list[str] = []
+    for t in targets:
+        found = [e.key for e in db.entries] if t.strip().lower() == "all" else [db.find(t).key]
+        keys.extend(k for k in found if k not in keys)
+    return keys
+
+
+def default_memory(jobs: int) -> int | None:
+    """The address-space cap of one model's process: 80 % of the machine's memory shared by the jobs
+    (a traced process maps ~1 GiB before its model), at least 4 GiB."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+    return max(4 * 2**30, int(0.8 * total / max(1, jobs)))
+
+
+def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str, device: str, timeout: float,
+         memory: int | None, threads: int) -> tuple[list[Job], dict[str, dict[str, Any]]]:
+    """A Job per spec that resolves; a failed record for each that does not (a typo, a model type without
+    a head): those are the zoo's results too."""
+    from opaudit.zoo.specs import load_spec
+
+    db_version = coverage_db_version()
+    jobs: list[Job] = []
+    bad: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        try:
+            named = load_spec(spec, build=False)
+        except Exception as e:  # noqa: BLE001 - a spec that does not resolve is a result, not the zoo's end
+            message = e.message + (f" ({e.hint})" if e.hint else "") if isinstance(e, OpauditError) \
+                else describe_exception(e)
+            bad[spec] = {"spec": spec, "key": None, "kind": spec.partition(":")[0] if ":" in spec else "file",
+                         "family": "", "head": "", "config_hash": None, "train": train, "status": "failed",
+                         "reason": "spec", "error": message, "mode": None,
+                         "mode_reason": None, "calls": 0, "ops": 0, "duration_s": 0.0, "targets": []}
+            continue
+        key = job_key(spec, named.config_hash, targets=targets, train=train, mode=mode, device=device,
+                      db_version=db_version)
+        jobs.append(Job(spec, key, named.family, named.head, named.kind, named.config_hash, list(targets), train,
+                        mode, device, timeout, memory, threads))
+    return jobs, bad
+
+
+def default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "opaudit" / "zoo"
+
+
+def _cached(cache: Path | None, job: Job) -> dict[str, Any] | None:
+    if cache is None:
+        return None
+    path = cache / f"{job.key}.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and record.get("key") == job.key else None
+
+
+def _store(cache: Path | None, record: dict[str, Any]) -> None:
+    if cache is None or not record.get("key") or record.get("reason") in ("timeout", "memory", "crash"):
+        return
+    from opaudit.files import write_atomic
+
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        write_atomic(str(cache / f"{record['key']}.json"), json.dumps(record, sort_keys=True))
+    except (OSError, OpauditError):
+        pass  # a cache that cannot be written costs a rerun, nothing else
+
+
+def run_zoo(specs: Sequence[str], *, targets: Sequence[str] | None = None, train: bool = True, mode: str = "auto",
+            device: str = "cuda", jobs: int | None = None, timeout: float = DEFAULT_TIMEOUT,
+            memory: int | None = None, cache: Path | None = None, executor: str = "local",
+            address: str | None = None, on_start: Callable[[int, int], None] | None = None,
+            on_result: Callable[[dict[str, Any]], None] | None = None) -> ZooResult:
+    """Trace and audit every model of ``specs`` against ``targets``, ``jobs`` at a time, each in a process of
+    its own. ``cache``: a folder of earlier records (None: no cache). ``on_start(cached, to_run)`` once
+    the plan is made, ``on_result(record)`` as each model ends (cached ones first)."""
+    if executor not in EXECUTORS:
+        raise InputError(f"unknown executor {executor!r}", hint=f"one of {', '.join(EXECUTORS)}")
+    if not specs:
+        raise InputError("no model given", hint="opaudit zoo hf:llama hf:bert ..., --from FILE or --all hf")
+    started = time.perf_counter()
+    jobs = jobs or os.cpu_count() or 1
+    keys = resolve_targets(targets)
+    memory = default_memory(jobs) if memory is None else (memory or None)
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    planned, bad = plan(list(dict.fromkeys(specs)), targets=keys, train=train, mode=mode, device=device,
+                        timeout=timeout, memory=memory, threads=threads)
+    done: dict[str, dict[str, Any]] = dict(bad)
+    todo: list[Job] = []
+    for job in planned:
+        hit = _cached(cache, job)
+        if hit is not None:
+            done[job.spec] = hit
+        else:
+            todo.append(job)
+    cached = len(done) - len(bad)
+    if on_start is not None:
+        on_start(len(done), len(todo))
+    if on_result is not None:
+        for record in done.values():
+            on_result(record)
+
+    def finished(record: dict[str, Any]) -> None:
+        _store(cache, record)
+        done[record["spec"]] = record
+        if on_result is not None:
+            on_result(record)
+
+    if todo:
+        if executor == "ray":
+            from opaudit.zoo.distributed import run_on_ray
+
+            run_on_ray(todo, jobs=jobs, address=address, finished=finished)
+        else:
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                futures = [pool.submit(run_job, job) for job in todo]
+                for f in as_completed(futures):
+                    finished(f.result())
+    records = [done[s] for s in dict.fromkeys(specs)]
+    options = {"train": train, "mode": mode, "device": device, "jobs": jobs, "timeout": timeout, "memory": memory,
+               "executor": executor}
+    return ZooResult(records, keys, train, cached, round(time.perf_counter() - started, 2), options)

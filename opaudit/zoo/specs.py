@@ -1,0 +1,492 @@
+"""Models named instead of wrapped: the SPEC of ``opaudit scan SPEC`` and ``opaudit zoo``.
+
+======================================  ==========================================================================
+``model.py`` / ``model.py:factory``     a model file following the convention (trace/load.py)
+``hf:<model_type>``                     transformers' default configuration of that model type (``hf:llama``),
+                                        with its most common task head (:data:`HEAD_ORDER`)
+``hf:<model_type>:<Head>``              a named head: ``hf:t5:Seq2SeqLM``, ``hf:bert:SequenceClassification``
+``hf:<path>``                           a ``config.json``, or a model folder holding one
+``hf:<org>/<name>``                     a model's configuration from the local Hugging Face cache (offline)
+``diffusers:<ClassName>``               a diffusers model class with its default configuration
+======================================  ==========================================================================
+
+Every named spec takes configuration overrides after ``?``: ``hf:llama?num_hidden_layers=2&hidden_size=256``
+(values are read as JSON where they parse, else as text; ``text_config.num_hidden_layers=1`` sets a field of
+a sub-configuration). Models are built from configurations with random weights: nothing is downloaded.
+The inputs are made from the configuration (:func:`hf_inputs`): token ids within the vocabulary, images of the
+configured size and channels, mel features or raw audio, decoder inputs for encoder-decoders, and labels
+for the head's own loss when training.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import inspect
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opaudit.errors import InputError, describe_exception
+
+BATCH = 2
+SEQ = 16  # tokens per sequence (fewer where the configuration allows fewer positions)
+
+# head name -> transformers' auto mapping of model type -> class name; the default head of a model type is
+# the first of HEAD_ORDER it has
+HEADS = {
+    "MaskedLM": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",  # before CausalLM: BERT's decoder mode is not its common use
+    "CausalLM": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+    "Seq2SeqLM": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
+    "SpeechSeq2Seq": "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
+    "ImageClassification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+    "CTC": "MODEL_FOR_CTC_MAPPING_NAMES",
+    "AudioClassification": "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
+    "VideoClassification": "MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES",
+    "SemanticSegmentation": "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES",
+    "DepthEstimation": "MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES",
+    "ObjectDetection": "MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES",
+    "SequenceClassification": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+    "TokenClassification": "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",
+    "QuestionAnswering": "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES",
+    "ImageTextToText": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
+    "TimeSeriesPrediction": "MODEL_FOR_TIME_SERIES_PREDICTION_MAPPING_NAMES",
+    "Model": "MODEL_MAPPING_NAMES",  # the bare model: no task head
+}
+HEAD_ORDER = tuple(h for h in HEADS if h != "Model")
+# heads whose labels are the token ids themselves; heads whose labels are one class per example / per token
+_TOKEN_LABELS = ("CausalLM", "MaskedLM", "Seq2SeqLM", "SpeechSeq2Seq", "ImageTextToText")
+_CLASS_LABELS = ("ImageClassification", "AudioClassification", "VideoClassification", "SequenceClassification")
+
+
+@dataclass
+class Named:
+    """A model named by a spec: how to build it and its inputs, and what identifies it for a cache."""
+
+    spec: str  # as given
+    kind: str  # "hf", "diffusers" or "file"
+    family: str  # the model type (hf), the class (diffusers), the file's stem
+    head: str  # the task head (hf), "" otherwise
+    config_hash: str  # the resolved configuration (hf, diffusers) or the file's bytes (file)
+    params: dict[str, Any] = field(default_factory=dict)  # the resolved configuration, for the record
+    make_model: Callable[[], Any] = field(default=lambda: _unbuilt())  # load_spec(build=True) sets it
+    make_inputs: Callable[[], Any] | None = None
+    loss_fn: Callable[[Any, Any], Any] | None = None
+    optimizer: Callable[[Any], Any] | None = None
+
+    @property
+    def source(self) -> dict[str, Any]:
+        if self.kind == "file":
+            return {"kind": "model", "path": self.params["path"], "factory": self.params["factory"]}
+        return {"kind": "spec", "spec": self.spec, "family": self.family, "head": self.head}
+
+
+def _unbuilt() -> Any:
+    raise RuntimeError("the spec was resolved with build=False: it has no model factory")
+
+
+def is_named(spec: str) -> bool:
+    return spec.startswith(("hf:", "diffusers:"))
+
+
+def load_spec(spec: str, *, build: bool = True) -> Named:
+    """Resolve ``spec``. ``build=False`` stops at the configuration (cheap: what a cache key needs);
+    a model file is then hashed, not imported."""
+    if spec.startswith("hf:"):
+        return _hf(spec, build)
+    if spec.startswith("diffusers:"):
+        return _diffusers(spec, build)
+    return _file(spec, build)
+
+
+# -- model files -----------------------------------------------------------------------------------------
+
+
+def _file(spec: str, build: bool) -> Named:
+    from opaudit.trace.load import load_model_file, split_target
+
+    file, factory = split_target(spec)
+    path = Path(file).expanduser()
+    if not path.is_file():
+        raise InputError(f"model file not found: {file}" if not path.exists() else
+                         f"{file} is a folder; give the model file (a .py file with get_model())",
+                         hint="a model file (model.py or model.py:factory), hf:<model_type>, hf:<path>, "
+                              "hf:<org>/<name> or diffusers:<ClassName>")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    named = Named(spec, "file", path.stem, "", digest, {"path": str(path), "factory": factory or "get_model"})
+    if build:
+        loaded = load_model_file(spec)
+        named.make_model, named.make_inputs = loaded.make_model, loaded.make_inputs
+        named.loss_fn, named.optimizer = loaded.loss_fn, loaded.optimizer
+    return named
+
+
+# -- overrides -------------------------------------------------------------------------------------------
+
+
+def split_overrides(spec: str) -> tuple[str, dict[str, Any]]:
+    """``"hf:llama?num_hidden_layers=2&rope_theta=1e4"`` -> ``("hf:llama", {"num_hidden_layers": 2, ...})``."""
+    head, sep, query = spec.partition("?")
+    overrides: dict[str, Any] = {}
+    if not sep:
+        return spec, overrides
+    for part in filter(None, query.split("&")):
+        key, eq, value = part.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z_][\w.]*", key):
+            raise InputError(f"{spec}: bad override {part!r}", hint="overrides read key=value&key=value, "
+                             "as in hf:llama?num_hidden_layers=2&hidden_size=256")
+        try:
+            overrides[key] = json.loads(value)
+        except ValueError:
+            overrides[key] = {"True": True, "False": False, "None": None}.get(value, value)
+    return head, overrides
+
+
+def _nest(overrides: dict[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for key, value in overrides.items():
+        parts = key.split(".")
+        d = nested
+        for p in parts[:-1]:
+            d = d.setdefault(p, {})
+            if not isinstance(d, dict):
+                raise InputError(f"override {key}: {p} is set both as a value and as a sub-configuration")
+        d[parts[-1]] = value
+    return nested
+
+
+def _check_keys(spec: str, defaults: dict[str, Any], overrides: dict[str, Any], what: str) -> None:
+    for key in overrides:
+        d: Any = defaults
+        for p in key.split("."):
+            if not isinstance(d, dict) or p not in d:
+                names = list(d) if isinstance(d, dict) else []
+                close = difflib.get_close_matches(p, names, n=3, cutoff=0.6)
+                raise InputError(f"{spec}: {what} has no configuration field {key!r}",
+                                 hint=f"did you mean {', '.join(close)}?" if close else
+                                 f"its fields: {', '.join(sorted(names))[:600]}")
+            d = d[p]
+
+
+def _hash(params: dict[str, Any], *extra: str) -> str:
+    text = json.dumps(params, sort_keys=True, default=str) + "\0" + "\0".join(extra)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# -- transformers ----------------------------------------------------------------------------------------
+
+
+def model_types() -> list[str]:
+    """Every model type transformers knows a configuration for."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return sorted(CONFIG_MAPPING_NAMES)
+
+
+def heads_of(model_type: str) -> dict[str, str]:
+    """The heads ``model_type`` has in transformers' auto mappings: head name -> class name, HEADS' order."""
+    import transformers.models.auto.modeling_auto as auto
+
+    found: dict[str, str] = {}
+    for head, mapping in HEADS.items():
+        cls = getattr(auto, mapping, {}).get(model_type)
+        if isinstance(cls, (tuple, list)):
+            cls = cls[0]
+        if cls:
+            found[head] = cls
+    return found
+
+
+def default_head(model_type: str, heads: dict[str, str] | None = None, encoder_decoder: bool = False) -> str | None:
+    """The most common task head of ``model_type``: the first of HEAD_ORDER it has, an encoder-decoder's
+    own (Seq2SeqLM, SpeechSeq2Seq) before a decoder-only CausalLM class."""
+    heads = heads_of(model_type) if heads is None else heads
+    order = HEAD_ORDER
+    if encoder_decoder:
+        order = ("Seq2SeqLM", "SpeechSeq2Seq", *(h for h in HEAD_ORDER if h not in ("Seq2SeqLM", "SpeechSeq2Seq")))
+    return next((h for h in order if h in heads), None)
+
+
+def all_specs(library: str) -> list[str]:
+    """``--all hf``: every model type that transformers builds with a task head (``hf:<model_type>``)."""
+    if library != "hf":
+        raise InputError(f"--all {library}: only 'hf' lists its models", hint="opaudit zoo --all hf")
+    return [f"hf:{t}" for t in model_types() if default_head(t) is not None]
+
+
+def read_spec_file(path: Path) -> list[str]:
+    """``--from FILE``: one spec a line; blank lines and ``#`` comments skipped."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise InputError(f"--from {path}: {e.strerror or e}") from None
+    return [s for s in (line.split(" #")[0].strip() for line in lines) if s and not s.startswith("#")]
+
+
+def _hf(spec: str, build: bool) -> Named:
+    base, overrides = split_overrides(spec)
+    name = base.removeprefix("hf:")
+    head: str | None = None
+    where, sep, tail = name.rpartition(":")
+    if sep and where and tail.lower() in {h.lower() for h in HEADS}:
+        name, head = where, next(h for h in HEADS if h.lower() == tail.lower())
+    if not name:
+        raise InputError(f"{spec}: no model named", hint="hf:<model_type> (hf:llama), hf:<path to config.json> "
+                         "or hf:<org>/<name> from the local Hugging Face cache")
+    config = _hf_config(spec, name, overrides)
+    model_type = getattr(config, "model_type", "") or name
+    heads = heads_of(model_type)
+    if head is None:
+        head = default_head(model_type, heads, bool(getattr(config, "is_encoder_decoder", False))) \
+            or ("Model" if "Model" in heads else None)
+        if head is None:
+            raise InputError(f"{spec}: transformers has no model class for model type {model_type!r}",
+                             hint="it has a configuration only (a sub-model of a composite, or a tokenizer's)")
+    elif head not in heads:
+        raise InputError(f"{spec}: {model_type} has no {head} head",
+                         hint=f"its heads: {', '.join(heads) or 'none'}")
+    cls_name = heads[head]
+    params = config.to_dict()
+    params.pop("transformers_version", None)
+    named = Named(spec, "hf", model_type, head, _hash(params, cls_name), params)
+    if build:
+        import transformers
+
+        cls = getattr(transformers, cls_name, None)
+        if cls is None:
+            raise InputError(f"{spec}: transformers {transformers.__version__} does not export {cls_name}")
+        named.make_model = lambda: cls(config)
+        named.make_inputs = lambda: hf_inputs(cls, config, head, train=True)
+    return named
+
+
+def _hf_config(spec: str, name: str, overrides: dict[str, Any]) -> Any:
+    from transformers import AutoConfig
+
+    path = Path(name).expanduser()
+    if path.exists():
+        folder = path if path.is_dir() else path.parent
+        if path.is_dir() and not (path / "config.json").is_file():
+            raise InputError(f"{spec}: {path} holds no config.json")
+        if path.is_file() and path.name != "config.json":
+            # AutoConfig reads a folder's config.json; a file of another name is read as JSON here
+            return _config_from_dict(spec, _read_json(spec, path), overrides)
+        return _config_from_dict(spec, _read_json(spec, folder / "config.json"), overrides)
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not name.startswith((".", "~")):
+        return _cached_config(spec, name, overrides)
+    if "/" in name or name.endswith(".json"):
+        raise InputError(f"{spec}: no such file or folder: {name}")
+    types = model_types()
+    if name not in types:
+        close = difflib.get_close_matches(name, types, n=5, cutoff=0.6)
+        raise InputError(f"{spec}: transformers has no model type {name!r}",
+                         hint=f"did you mean {', '.join(close)}?" if close else
+                         "see transformers' CONFIG_MAPPING for the model types")
+    try:
+        default = AutoConfig.for_model(name)
+    except Exception as e:  # noqa: BLE001 - a configuration class that rejects its own defaults
+        raise InputError(f"{spec}: transformers cannot build the default configuration of {name}: "
+                         f"{describe_exception(e)}") from None
+    if not overrides:
+        return default
+    _check_keys(spec, default.to_dict(), overrides, name)
+    return _build_config(spec, lambda kw: AutoConfig.for_model(name, **kw), overrides)
+
+
+def _read_json(spec: str, path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(f"{spec}: {path} is not a readable JSON configuration: {e}") from None
+    if not isinstance(data, dict) or "model_type" not in data:
+        raise InputError(f"{spec}: {path} has no model_type", hint="a transformers config.json names its model_type")
+    return data
+
+
+def _config_from_dict(spec: str, data: dict[str, Any], overrides: dict[str, Any]) -> Any:
+    from transformers import AutoConfig
+
+    model_type = data["model_type"]
+    if model_type not in model_types():
+        raise InputError(f"{spec}: transformers has no model type {model_type!r}",
+                         hint="a model with its own code (trust_remote_code) cannot be built by name")
+    _check_keys(spec, data, overrides, model_type)
+    base = {k: v for k, v in data.items() if k not in ("model_type", "transformers_version", "architectures")}
+    return _build_config(spec, lambda kw: AutoConfig.for_model(model_type, **{**base, **kw}), overrides)
+
+
+def _cached_config(spec: str, repo: str, overrides: dict[str, Any]) -> Any:
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    path = try_to_load_from_cache(repo, "config.json")
+    if not isinstance(path, str):
+        raise InputError(f"{spec}: {repo} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE})",
+                         hint=f"opaudit downloads nothing; fetch its configuration only (no weights): "
+                              f"hf download {repo} config.json  (or name a local config.json: hf:path/to/config.json)")
+    return _config_from_dict(spec, _read_json(spec, Path(path)), overrides)
+
+
+def _build_config(spec: str, make: Callable[[dict[str, Any]], Any], overrides: dict[str, Any]) -> Any:
+    try:
+        config = make({})
+        if overrides:
+            nested = _nest(overrides)
+            for key, value in list(nested.items()):
+                sub = getattr(config, key, None)
+                if isinstance(value, dict) and sub is not None and hasattr(sub, "to_dict"):
+                    nested[key] = {**sub.to_dict(), **value}  # a sub-configuration: its fields, some changed
+            config = make(nested)
+    except InputError:
+        raise
+    except Exception as e:
+        raise InputError(f"{spec}: the configuration cannot be built: {describe_exception(e)}") from None
+    return config
+
+
+def _first(config: Any, *names: str, default: Any = None) -> Any:
+    for n in names:
+        v = getattr(config, n, None)
+        if v is not None:
+            return v
+    for sub in ("text_config", "vision_config", "audio_config", "encoder_config"):
+        c = getattr(config, sub, None)
+        if c is not None and c is not config:
+            v = _first(c, *names)
+            if v is not None:
+                return v
+    return default
+
+
+def _size(v: Any, default: int) -> tuple[int, int]:
+    if isinstance(v, dict):
+        v = v.get("height") or v.get("shortest_edge") or default
+    if isinstance(v, (list, tuple)):
+        return (int(v[0]), int(v[-1])) if v else (default, default)
+    return (int(v), int(v)) if v else (default, default)
+
+
+def hf_inputs(cls: Any, config: Any, head: str, *, train: bool) -> dict[str, Any]:
+    """Keyword inputs for ``cls`` made from ``config``: the main input (``cls.main_input_name``), decoder
+    inputs for an encoder-decoder, and the head's labels (the train step's loss is the model's own)."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    main = getattr(cls, "main_input_name", "input_ids")
+    params = inspect.signature(cls.forward).parameters
+    vocab = int(_first(config, "vocab_size", default=1000) or 1000)
+    positions = _first(config, "max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                       "max_sequence_length")
+    seq = max(2, min(SEQ, int(positions) if isinstance(positions, int) and positions > 0 else SEQ))
+    ids = torch.randint(0, vocab, (BATCH, seq), generator=g)
+    inputs: dict[str, Any] = {}
+    if main == "input_ids":
+        inputs["input_ids"] = ids
+    elif main == "pixel_values":
+        channels = int(_first(config, "num_channels", "in_channels", "in_chans", default=3))
+        h, w = _size(_first(config, "image_size", "img_size", "input_size"), 224)
+        shape: tuple[int, ...] = (BATCH, channels, h, w)
+        if head == "VideoClassification" or "num_frames" in config.to_dict():
+            shape = (BATCH, int(_first(config, "num_frames", default=8)), channels, h, w)
+        inputs["pixel_values"] = torch.randn(*shape, generator=g)
+    elif main == "input_features":
+        mel = _first(config, "num_mel_bins")
+        if mel is not None:  # Whisper-style: (batch, mel bins, frames), frames fixed by the encoder's positions
+            frames = 2 * int(_first(config, "max_source_positions", default=1500))
+            inputs["input_features"] = torch.randn(BATCH, int(mel), frames, generator=g)
+        else:  # Speech2Text-style: (batch, frames, features)
+            feat = int(_first(config, "input_feat_per_channel", "input_feat_size", "feature_size", default=80))
+            feat *= int(_first(config, "input_channels", default=1))
+            inputs["input_features"] = torch.randn(BATCH, 64, feat, generator=g)
+    elif main == "input_values":
+        mel, frames = _first(config, "num_mel_bins"), _first(config, "max_length")
+        if mel is not None and frames is not None:  # a spectrogram (AST)
+            inputs["input_values"] = torch.randn(BATCH, int(frames), int(mel), generator=g)
+        else:  # raw audio: one second
+            rate = int(_first(config, "sampling_rate", default=16000))
+            inputs["input_values"] = torch.randn(BATCH, rate, generator=g)
+    else:
+        raise InputError(f"opaudit cannot make the input {main!r} of {cls.__name__} from its configuration",
+                         hint="write a model file with get_model() and get_inputs() for it")
+    if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
+        inputs["decoder_input_ids"] = ids
+    if train and "labels" in params:
+        labels = _labels(head, config, ids, g)
+        if labels is not None:
+            inputs["labels"] = labels
+    return inputs
+
+
+def _labels(head: str, config: Any, ids: Any, g: Any) -> Any:
+    import torch
+
+    classes = int(getattr(config, "num_labels", 2) or 2)
+    if head in _TOKEN_LABELS:
+        return ids
+    if head in _CLASS_LABELS:
+        return torch.randint(0, classes, (BATCH,), generator=g)
+    if head == "TokenClassification":
+        return torch.randint(0, classes, ids.shape, generator=g)
+    if head == "CTC":
+        vocab = int(getattr(config, "vocab_size", 32) or 32)
+        return torch.randint(1, vocab, (BATCH, 4), generator=g)
+    return None  # other heads: the sum of the outputs is the loss
+
+
+# -- diffusers -------------------------------------------------------------------------------------------
+
+
+def _diffusers(spec: str, build: bool) -> Named:
+    base, overrides = split_overrides(spec)
+    name = base.removeprefix("diffusers:")
+    try:
+        import diffusers
+    except ImportError:
+        raise InputError(f"{spec}: diffusers is not installed", hint="pip install 'opaudit[diffusers]'") from None
+    cls = getattr(diffusers, name, None)
+    if not (isinstance(cls, type) and hasattr(cls, "from_config") and hasattr(cls, "forward")):
+        models = [n for n in dir(diffusers) if n.endswith("Model")]
+        close = difflib.get_close_matches(name, models, n=5, cutoff=0.6)
+        raise InputError(f"{spec}: diffusers {diffusers.__version__} has no model class {name!r}",
+                         hint=f"did you mean {', '.join(close)}?" if close else "e.g. diffusers:UNet2DModel")
+    defaults = {k: p.default for k, p in inspect.signature(cls).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    _check_keys(spec, defaults, overrides, name)
+    params = {**defaults, **overrides}
+    named = Named(spec, "diffusers", name, "", _hash(params, name, diffusers.__version__), params)
+    if build:
+        named.make_model = lambda: cls(**overrides)
+        named.make_inputs = lambda: diffusers_inputs(cls, params)
+    return named
+
+
+def diffusers_inputs(cls: Any, config: dict[str, Any]) -> dict[str, Any]:
+    """Keyword inputs for a diffusers model from its forward's parameter names and its configuration."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    size = config.get("sample_size") or 32
+    h, w = _size(size, 32)
+    inputs: dict[str, Any] = {}
+    for name, p in inspect.signature(cls.forward).parameters.items():
+        if name == "self" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+            continue
+        if name in ("sample", "hidden_states"):
+            channels = int(config.get("in_channels") or 4)
+            inputs[name] = torch.randn(BATCH, channels, h, w, generator=g)
+        elif name in ("timestep", "timesteps"):
+            inputs[name] = torch.full((BATCH,), 10, dtype=torch.long)
+        elif name == "encoder_hidden_states":
+            dim = config.get("cross_attention_dim") or config.get("joint_attention_dim") or 768
+            dim = dim[0] if isinstance(dim, (list, tuple)) else dim
+            inputs[name] = torch.randn(BATCH, 8, int(dim), generator=g)
+        elif p.default is inspect.Parameter.empty:
+            raise InputError(f"opaudit cannot make the input {name!r} of diffusers' {cls.__name__}",
+                             hint="write a model file with get_model() and get_inputs() for it")
+    return inputs
+
+
+__all__ = ["HEADS", "HEAD_ORDER", "Named", "all_specs", "default_head", "diffusers_inputs", "heads_of", "hf_inputs",
+           "is_named", "load_spec", "model_types", "read_spec_file", "split_overrides"]

@@ -1,0 +1,124 @@
+"""Models named by spec: transformers' default configurations with their task heads, overrides, config files
+and folders, the local Hugging Face cache (offline), diffusers classes; inputs made from the configuration."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from helpers import run_cli
+
+import opaudit
+from opaudit.errors import InputError
+from opaudit.trace.modes import prepare
+from opaudit.zoo.specs import load_spec, split_overrides
+
+TINY_GPT2 = "hf:gpt2?n_layer=1&n_embd=32&n_head=2"
+TINY_T5 = "hf:t5?num_layers=1&num_decoder_layers=1&d_model=32&d_ff=64&num_heads=2&d_kv=16&vocab_size=100"
+
+
+def test_overrides_are_read_as_json_where_they_parse():
+    assert split_overrides("hf:llama?num_hidden_layers=2&rope_theta=1e4&hidden_act=gelu&tie_word_embeddings=false") \
+        == ("hf:llama", {"num_hidden_layers": 2, "rope_theta": 1e4, "hidden_act": "gelu", "tie_word_embeddings": False})
+    assert split_overrides("hf:llama") == ("hf:llama", {})
+
+
+@pytest.mark.parametrize("model_type, head", [("llama", "CausalLM"), ("bert", "MaskedLM"), ("t5", "Seq2SeqLM"),
+                                              ("bart", "Seq2SeqLM"), ("whisper", "SpeechSeq2Seq"),
+                                              ("vit", "ImageClassification"), ("wav2vec2", "CTC")])
+def test_the_most_common_head(model_type, head):
+    named = load_spec(f"hf:{model_type}", build=False)
+    assert (named.family, named.head) == (model_type, head)
+
+
+def test_a_tiny_causal_lm_trains_on_its_own_loss_with_labels_from_the_config():
+    named = load_spec(TINY_GPT2)
+    model, inputs = named.make_model(), named.make_inputs()
+    assert type(model).__name__ == "GPT2LMHeadModel" and model.config.n_layer == 1
+    assert set(inputs) == {"input_ids", "labels"} and int(inputs["input_ids"].max()) < model.config.vocab_size
+    trace = opaudit.trace(named.make_model, named.make_inputs, train=True, source=named.source)
+    assert trace.meta.mode == "real" and trace.meta.source["spec"] == TINY_GPT2
+    assert {"aten::embedding_dense_backward.default", "aten::nll_loss_forward.default"} <= set(trace.ops())
+    assert opaudit.audit(trace, ["ascend"], landscape=False).verdicts
+
+
+def test_a_named_head_and_decoder_inputs_for_an_encoder_decoder():
+    named = load_spec(TINY_T5.replace("hf:t5", "hf:t5:SequenceClassification"))
+    assert named.head == "SequenceClassification"
+    inputs = named.make_inputs()
+    assert set(inputs) == {"input_ids", "decoder_input_ids", "labels"} and inputs["labels"].shape == (2,)
+    with pytest.raises(InputError, match="t5 has no ImageClassification head"):
+        load_spec("hf:t5:ImageClassification", build=False)
+
+
+def test_the_config_hash_follows_the_configuration_not_the_spec_text():
+    a = load_spec("hf:gpt2?n_layer=1", build=False)
+    assert a.config_hash == load_spec("hf:gpt2?n_layer=1&n_head=12", build=False).config_hash  # 12 is the default
+    assert a.config_hash != load_spec("hf:gpt2?n_layer=2", build=False).config_hash
+    assert a.config_hash != load_spec("hf:gpt2:SequenceClassification?n_layer=1", build=False).config_hash
+
+
+def test_a_big_default_configuration_goes_to_meta_by_the_auto_rule():
+    named = load_spec("hf:llama")  # 6.7 B parameters
+    prepared = prepare(named.make_model, named.make_inputs, "auto", True)
+    assert prepared.mode == "meta" and prepared.inputs["input_ids"].device.type == "meta"
+
+
+def test_images_and_mel_features_from_the_configuration():
+    vit = load_spec("hf:vit?image_size=48&num_channels=1", build=True).make_inputs()
+    assert vit["pixel_values"].shape == (2, 1, 48, 48) and vit["labels"].shape == (2,)
+    whisper = load_spec("hf:whisper?num_mel_bins=40&max_source_positions=50").make_inputs()
+    assert whisper["input_features"].shape == (2, 40, 100) and "decoder_input_ids" in whisper
+
+
+def test_a_config_file_and_a_model_folder(tmp_path):
+    config = load_spec(TINY_GPT2).make_model().config
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    (folder / "config.json").write_text(config.to_json_string())
+    (tmp_path / "other.json").write_text(config.to_json_string())
+    by_folder = load_spec(f"hf:{folder}?n_layer=2", build=True)
+    assert by_folder.family == "gpt2" and by_folder.make_model().config.n_layer == 2
+    assert load_spec(f"hf:{tmp_path / 'other.json'}", build=False).config_hash == \
+        load_spec(f"hf:{folder}", build=False).config_hash
+    (tmp_path / "bad.json").write_text(json.dumps({"hidden_size": 3}))
+    with pytest.raises(InputError, match="has no model_type"):
+        load_spec(f"hf:{tmp_path / 'bad.json'}")
+
+
+def test_the_local_hugging_face_cache_and_offline_message(tmp_path, monkeypatch):
+    config = load_spec(TINY_GPT2).make_model().config
+    snap = tmp_path / "models--acme--tiny-gpt" / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text(config.to_json_string())
+    (tmp_path / "models--acme--tiny-gpt" / "refs").mkdir()
+    (tmp_path / "models--acme--tiny-gpt" / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
+    named = load_spec("hf:acme/tiny-gpt?n_layer=2")
+    assert (named.family, named.head, named.make_model().config.n_layer) == ("gpt2", "CausalLM", 2)
+    code, out, err = run_cli("scan", "hf:acme/absent-model", "-q", env={"HF_HUB_CACHE": str(tmp_path)})
+    assert code == 2 and "Traceback" not in err
+    assert f"error: hf:acme/absent-model: acme/absent-model is not in the local Hugging Face cache ({tmp_path})" in err
+    assert "hf download acme/absent-model config.json" in err
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("hf:lama", "transformers has no model type 'lama'"),
+    ("hf:llama?num_hiden_layers=2", "llama has no configuration field 'num_hiden_layers'"),
+    ("hf:llama:ImageClassification", "llama has no ImageClassification head"),
+    ("hf:llama?num_hidden_layers=x", "the configuration cannot be built"),
+    ("diffusers:UNet9000", "has no model class 'UNet9000'"),
+])
+def test_bad_specs_are_input_errors(spec, message):
+    with pytest.raises(InputError, match=message):
+        load_spec(spec, build=False)
+
+
+def test_a_diffusers_class_with_its_default_configuration_made_small():
+    pytest.importorskip("diffusers", reason="diffusers is in .[test]")
+    named = load_spec("diffusers:UNet2DModel?sample_size=8&block_out_channels=[8,8,16,16]&norm_num_groups=4"
+                      "&layers_per_block=1")
+    assert named.family == "UNet2DModel"
+    trace = opaudit.trace(named.make_model, named.make_inputs, source=named.source)
+    assert "aten::native_group_norm.default" in trace.ops() and torch.is_tensor(named.make_inputs()["timestep"])

@@ -1,0 +1,102 @@
+"""opaudit zoo: every model in a process of its own, a failure recorded and the zoo going on, the cache,
+the outputs, and the same results from Ray tasks."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from conftest import TINY_ZOO, TINY_ZOO_TARGETS
+
+from opaudit.zoo.report import op_demand
+from opaudit.zoo.run import Job, ZooResult, job_key, resolve_targets, run_job, run_zoo
+
+
+def _csv(out):
+    with open(out / "zoo.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_the_csv_has_a_row_per_model_and_target_and_the_failure_with_its_reason(tiny_zoo):
+    out, cache, stdout = tiny_zoo
+    rows = _csv(out)
+    keys = resolve_targets(TINY_ZOO_TARGETS)
+    gpt2, bert, bad = TINY_ZOO
+    assert [r["model"] for r in rows] == [gpt2] * len(keys) + [bert] * len(keys) + [bad]
+    assert [r["target"] for r in rows[:len(keys)]] == keys
+    by = {(r["model"], r["target"]): r for r in rows}
+    # AdamW(foreach) on MPS before 2.4 has no _foreach_* kernels; MUSA 1.2.1 lacks _foreach_lerp_
+    assert by[gpt2, "mps@2.3.0"]["verdict"] == "fails" and "_foreach_sqrt" in by[gpt2, "mps@2.3.0"]["missing"].split()
+    assert by[bert, "musa@1.2.1"]["missing"] == "_foreach_lerp_.Scalar"
+    assert by[gpt2, keys[0]]["family"] == "gpt2" and by[bert, keys[0]]["head"] == "MaskedLM"
+    assert bad == rows[-1]["model"] and rows[-1]["verdict"] == "error" and rows[-1]["reason"] == "spec"
+    assert "did you mean llama" in rows[-1]["error"]
+    assert (out / "zoo.html").stat().st_size > 5000
+    doc = json.loads((out / "zoo.json").read_text())
+    assert doc["targets"] == keys and [m["spec"] for m in doc["models"]] == TINY_ZOO
+    assert doc["op_demand"]["mps@2.3.0"][0] == {"op": "_foreach_add_.Scalar", "models": 2, "blocked": [gpt2, bert]}
+    assert "3 models, 2 traced, 1 failed (spec 1); 0 from the cache" in stdout
+    assert "mps@2.3.0: 0/2 run; 2 fail; most blocking: _foreach_add_.Scalar (2)" in stdout
+
+
+def test_a_rerun_takes_every_model_from_the_cache(tiny_zoo):
+    out, cache, _ = tiny_zoo
+    before = json.loads((out / "zoo.json").read_text())["models"]
+    again = run_zoo(TINY_ZOO, targets=TINY_ZOO_TARGETS, train=True, jobs=2, cache=cache)
+    assert again.cached == 2 and again.records == before
+    # the key follows the configuration, the targets and the coverage data, not only the spec's text
+    key = dict(targets=["xpu@2.14"], train=True, mode="auto", device="cuda", db_version="a")
+    assert job_key("hf:x", "c1", **key) == job_key("hf:x", "c1", **key)
+    changed = [{"db_version": "b"}, {"targets": ["xpu@2.13"]}, {"train": False}, {"mode": "meta"}]
+    keys = {job_key("hf:x", "c1", **key), job_key("hf:x", "c2", **key),
+            *(job_key("hf:x", "c1", **{**key, **c}) for c in changed)}  # type: ignore[arg-type]
+    assert len(keys) == 2 + len(changed)
+
+
+def _job(spec: str, **kw) -> Job:
+    return Job(spec, "k", "f", "", "file", "h", ["xpu@2.14"], train=False, device="cpu", **kw)
+
+
+def test_timeout_and_memory_cap_end_one_model_with_its_reason(tmp_path):
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time, torch\n\ndef get_model():\n    time.sleep(60)\n    return torch.nn.Linear(2, 2)\n\n"
+                    "def get_inputs():\n    return torch.randn(1, 2)\n")
+    record = run_job(_job(str(slow), timeout=3))
+    assert (record["status"], record["reason"]) == ("failed", "timeout") and record["duration_s"] < 20
+    greedy = tmp_path / "greedy.py"
+    greedy.write_text("import torch\n\ndef get_model():\n    m = torch.nn.Linear(2, 2)\n    m.big = torch.ones(2**33)\n"
+                      "    return m\n\ndef get_inputs():\n    return torch.randn(1, 2)\n")  # 32 GiB of float32
+    record = run_job(_job(f"{greedy}", memory=4 * 2**30, timeout=120))
+    assert (record["status"], record["reason"]) == ("failed", "memory"), record
+
+
+def test_ray_tasks_give_the_results_of_the_local_processes(tiny_zoo):
+    ray = pytest.importorskip("ray", reason="Ray is in .[test] (opaudit[ray])")
+    out, _, _ = tiny_zoo
+    local = [r for r in json.loads((out / "zoo.json").read_text())["models"] if r["spec"] != TINY_ZOO[1]]
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        result = run_zoo([TINY_ZOO[0], TINY_ZOO[2]], targets=TINY_ZOO_TARGETS, train=True, jobs=2, cache=None,
+                         executor="ray")
+    finally:
+        ray.shutdown()
+    ignore = ("duration_s", "mode_reason")  # the seconds, and the memory available when the mode was chosen
+    assert [{k: v for k, v in r.items() if k not in ignore} for r in result.records] == \
+        [{k: v for k, v in r.items() if k not in ignore} for r in local]
+    assert op_demand(result, "mps@2.3.0") == op_demand(ZooResult(local, result.targets, True), "mps@2.3.0")
+
+
+def test_spec_files_and_bad_requests(tmp_path):
+    from opaudit.errors import InputError
+    from opaudit.zoo.specs import read_spec_file
+
+    listed = tmp_path / "models.txt"
+    listed.write_text("# our models\nhf:llama?num_hidden_layers=2   # the small one\n\nhf:bert\n")
+    assert read_spec_file(listed) == ["hf:llama?num_hidden_layers=2", "hf:bert"]
+    with pytest.raises(InputError, match="no such file|No such file"):
+        read_spec_file(tmp_path / "absent.txt")
+    with pytest.raises(InputError, match="no model given"):
+        run_zoo([])
+    with pytest.raises(InputError, match="unknown executor"):
+        run_zoo(["hf:bert"], executor="slurm")
