@@ -1,0 +1,70 @@
+"""Whether a trace and a rehearsal of the same script saw the same device ops.
+
+The trace (``opaudit trace``, on the simulated CUDA device) records the ops the code calls; the rehearsal
+(``opaudit run --simulate TARGET --stats FILE``) counts the ops the device receives. They differ only where
+the trace stands one level higher: a composite factory (zeros, full, arange) that the trace records whole
+and the device receives as its leaves, the kernels a device-selected choice picks (attention's math path,
+dropout, batch norm), and the check ``model.to()`` makes before swapping parameters. Anything else that one
+side has and the other lacks is a disagreement.
+
+>>> agreement = compare_device_ops(opaudit.load_trace("t.json"), Stats.load("stats.json"))  # doctest: +SKIP
+>>> agreement.equal, sorted(agreement.trace_only), sorted(agreement.rehearsal_only)          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from opaudit.fallback.stats import Stats
+
+if TYPE_CHECKING:
+    from opaudit.matrix.matrix import Matrix
+    from opaudit.trace.schema import Trace
+
+COMPOSITE_LEAVES = frozenset({"fill_.Scalar", "zero_", "arange.start_out"})
+CHOICE_KERNELS = frozenset({"_safe_softmax", "where.self", "tril", "expand", "_unsafe_view", "native_dropout",
+                            "native_batch_norm"})
+MODULE_TO = frozenset({"_has_compatible_shallow_copy_type"})
+EXPLAINED = COMPOSITE_LEAVES | CHOICE_KERNELS | MODULE_TO
+
+
+@dataclass
+class DeviceOpsAgreement:
+    """The comparison, op names normalised (``aten::`` and ``.default`` dropped)."""
+
+    target: str
+    trace_device: set[str] = field(default_factory=set)
+    rehearsed: set[str] = field(default_factory=set)
+    trace_only: set[str] = field(default_factory=set)  # device ops the trace records, the rehearsal never ran
+    rehearsal_only: set[str] = field(default_factory=set)  # ops the rehearsal ran that the trace does not explain
+    host_on_device: set[str] = field(default_factory=set)  # ops the trace runs only on the host, on the device
+    composite_skipped: set[str] = field(default_factory=set)  # trace-only ops the target runs as composites
+
+    @property
+    def equal(self) -> bool:
+        return not (self.trace_only or self.rehearsal_only or self.host_on_device)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "equal": self.equal, "trace_device_ops": len(self.trace_device),
+                "rehearsed_ops": len(self.rehearsed), "trace_only": sorted(self.trace_only),
+                "rehearsal_only": sorted(self.rehearsal_only), "host_on_device": sorted(self.host_on_device),
+                "composite_skipped": sorted(self.composite_skipped)}
+
+
+def compare_device_ops(trace: Trace, stats: Stats, matrix: Matrix | None = None) -> DeviceOpsAgreement:
+    """Compare the device ops of ``trace`` with the ops the rehearsal behind ``stats`` ran. A device op of the
+    trace that the rehearsal never ran is excused when ``matrix`` (default: the rehearsal's target) runs it as
+    a composite: the device then receives its parts."""
+    from opaudit.matrix import load_matrix
+    from opaudit.matrix.matrix import normalize
+
+    m = matrix if matrix is not None else load_matrix(stats.target)
+    rehearsed = {normalize(o.op) for o in stats.ops.values()}
+    device = {normalize(o) for o in trace.ops(kinds=("op",))}
+    host_only = {normalize(o) for o in trace.host_ops()} - device
+    missing = device - rehearsed
+    composite = {o for o in missing if m.resolve(o).status == "composite"}
+    return DeviceOpsAgreement(target=stats.target, trace_device=device, rehearsed=rehearsed,
+                              trace_only=missing - composite, rehearsal_only=rehearsed - device - EXPLAINED,
+                              host_on_device=(host_only & rehearsed) - COMPOSITE_LEAVES, composite_skipped=composite)
