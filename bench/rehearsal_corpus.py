@@ -34,6 +34,7 @@ import platform
 import random
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -124,12 +125,18 @@ def _prepare(corpus: Path, prog: dict[str, Any], where: Path) -> Path:
     return cwd
 
 
-def _env(prog: dict[str, Any], copy: Path, probe_out: Path) -> dict[str, str]:
+def _env(prog: dict[str, Any], copy: Path, probe_out: Path, deps: Path | None) -> dict[str, str]:
     extra = [str(PROBE), str(ROOT), *(str(copy / p) for p in prog.get("pythonpath", []))]
+    if deps is not None and prog.get("requires"):
+        extra.append(str(deps))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(extra + [os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
            "OPAUDIT_CORPUS_PROBE": str(probe_out), "OMP_NUM_THREADS": "1", "COLUMNS": "200",
            "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg"}
     env.update({k: str(v) for k, v in prog.get("env", {}).items()})
+    if env.get("MASTER_PORT") == "free":  # runs of one program go side by side: each rank 0 listens on its own
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            env["MASTER_PORT"] = str(sock.getsockname()[1])
     if "seed" in prog:
         env["OPAUDIT_CORPUS_SEED"] = str(prog["seed"])
     return env
@@ -140,6 +147,9 @@ def _reason(rc: int, stderr: str, probe: dict[str, Any] | None) -> str | None:
     if rc == 0:
         return None
     text = stderr[-6000:]
+    if rc in (-6, 134):
+        last = [ln for ln in text.splitlines() if ln.strip()]
+        return "abort (SIGABRT): " + (last[-1] if last else "no message")[:200]
     if rc in (-11, 139) or "Segmentation fault" in text:
         return "checkpoint: segmentation fault" if probe is None or probe.get("loads") else "segmentation fault"
     m = re.search(r"No module named '([\w.]+)'", text)
@@ -161,11 +171,11 @@ def _reason(rc: int, stderr: str, probe: dict[str, Any] | None) -> str | None:
 
 
 def _run(kind: str, cmd: list[str], prog: dict[str, Any], corpus: Path, tmp: Path, timeout: float,
-         port_target: str | None = None) -> dict[str, Any]:
+         deps: Path | None, port_target: str | None = None) -> dict[str, Any]:
     where = tmp / f"{prog['id']}-{kind.replace(':', '-')}"
     cwd = _prepare(corpus, prog, where)
     probe_out = tmp / f"{where.name}.probe.json"
-    env = _env(prog, where, probe_out)
+    env = _env(prog, where, probe_out, deps)
     out: dict[str, Any] = {"kind": kind}
     if port_target is not None:  # port the copy first
         fixed = subprocess.run([sys.executable, "-m", "opaudit", "fix", "--target", port_target, "--unsafe-fixes",
@@ -210,7 +220,7 @@ def _loss_diff(ref: dict[str, Any] | None, run: dict[str, Any]) -> float | None:
 
 
 def rehearse(corpus: Path, prog: dict[str, Any], vendors: list[str], port_target: str, rtol: float,
-             timeout: float, jobs: int) -> dict[str, Any]:
+             timeout: float, jobs: int, deps: Path | None = None) -> dict[str, Any]:
     import opaudit
     from opaudit.fallback import Stats, compare_device_ops
 
@@ -229,7 +239,7 @@ def rehearse(corpus: Path, prog: dict[str, Any], vendors: list[str], port_target
                            "--", "{script}", *args, *dev], None))
     with tempfile.TemporaryDirectory(prefix=f"rc-{prog['id']}-") as tmp:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            runs = list(pool.map(lambda p: _run(p[0], p[1], prog, corpus, Path(tmp), timeout, p[2]), plan))
+            runs = list(pool.map(lambda p: _run(p[0], p[1], prog, corpus, Path(tmp), timeout, deps, p[2]), plan))
         by_kind = {r["kind"]: r for r in runs}
         trace = opaudit.load_trace(by_kind["trace"]["trace"]) if "trace" in by_kind["trace"] else None
         ref = by_kind.get("cpu") or by_kind["trace"]
@@ -238,6 +248,7 @@ def rehearse(corpus: Path, prog: dict[str, Any], vendors: list[str], port_target
             r["loss_reference"] = ref["kind"] if r is not ref else None
             r["loss_rel_diff"] = _loss_diff(ref, r) if r is not ref else None
             r["loss_match"] = r["loss_rel_diff"] is not None and r["loss_rel_diff"] <= rtol
+            r["trace_rc"] = by_kind["trace"]["rc"]
             if trace is not None and "stats" in r:
                 r["device_ops"] = compare_device_ops(trace, Stats.load(r["stats"])).to_json()
         for r in runs:
@@ -258,7 +269,8 @@ def _cell(r: dict[str, Any]) -> str:
         bits.append("loss =" if r["loss_match"] else ("loss ?" if d is None else f"loss off {d:.1e}"))
     ops = r.get("device_ops")
     if ops is not None:
-        bits.append("ops =" if ops["equal"] else "ops differ")
+        bits.append("ops =" if ops["equal"] else "ops differ" if r["rc"] == r.get("trace_rc") else
+                    "ops: stopped apart from the trace")
     if r.get("reason"):
         bits.append(r["reason"])
     return ", ".join(bits)
@@ -286,7 +298,7 @@ def markdown(results: dict[str, Any]) -> str:
     for p in results["programs"]:
         for r in p["runs"]:
             ops = r.get("device_ops")
-            if ops and not ops["equal"]:
+            if ops and not ops["equal"] and r["rc"] == r["trace_rc"]:
                 lines.append(f"- {p['id']} {r['kind']}: trace only {ops['trace_only']}, rehearsal only "
                              f"{ops['rehearsal_only']}, host ops on the device {ops['host_on_device']}")
     lines += ["", "## Ports", ""]
@@ -302,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", type=Path, required=True, help="folder bench/rehearsal_corpus/corpus.py wrote")
     ap.add_argument("--manifest", type=Path, default=manifest_mod.MANIFEST)
     ap.add_argument("--only", action="append", default=[], help="program id (repeatable)")
+    ap.add_argument("--deps", type=Path, help="folder with the packages programs list as `requires` "
+                    "(pip install --target DIR --no-deps ...), put on their PYTHONPATH")
     ap.add_argument("--jobs", type=int, default=2, help="runs of one program at a time")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per run")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "rehearsal_corpus.json")
@@ -321,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
         "port_target": m["port_target"], "loss_rtol": m["loss_rtol"], "programs": []}
     for prog in programs:
         t0 = time.perf_counter()
-        res = rehearse(args.corpus, prog, m["vendors"], m["port_target"], m["loss_rtol"], args.timeout, args.jobs)
+        res = rehearse(args.corpus, prog, m["vendors"], m["port_target"], m["loss_rtol"], args.timeout, args.jobs,
+                       args.deps)
         res["commit"] = commits[prog["project"]]
         results["programs"].append(res)
         print(f"{prog['id']} ({time.perf_counter() - t0:.0f} s)")

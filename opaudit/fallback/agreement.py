@@ -4,7 +4,8 @@ The trace (``opaudit trace``, on the simulated CUDA device) records the ops the 
 (``opaudit run --simulate TARGET --stats FILE``) counts the ops the device receives. They differ only where
 the trace stands one level higher: a composite factory (zeros, full, arange) that the trace records whole
 and the device receives as its leaves, the kernels a device-selected choice picks (attention's math path,
-dropout, batch norm), and the check ``model.to()`` makes before swapping parameters. Anything else that one
+dropout, batch norm, an RNN's cells: the trace records the choice whole), and the check ``model.to()`` makes
+before swapping parameters. Anything else that one
 side has and the other lacks is a disagreement.
 
 >>> agreement = compare_device_ops(opaudit.load_trace("t.json"), Stats.load("stats.json"))  # doctest: +SKIP
@@ -22,11 +23,15 @@ if TYPE_CHECKING:
     from opaudit.matrix.matrix import Matrix
     from opaudit.trace.schema import Trace
 
-COMPOSITE_LEAVES = frozenset({"fill_.Scalar", "zero_", "arange.start_out"})
+COMPOSITE_LEAVES = frozenset({"fill_.Scalar", "zero_", "arange.start_out", "normal_", "uniform_", "random_.from"})
 CHOICE_KERNELS = frozenset({"_safe_softmax", "where.self", "tril", "expand", "_unsafe_view", "native_dropout",
                             "native_batch_norm"})
 MODULE_TO = frozenset({"_has_compatible_shallow_copy_type"})
 EXPLAINED = COMPOSITE_LEAVES | CHOICE_KERNELS | MODULE_TO
+# the recurrent choices run a loop of cells over ``input.unbind(0)`` (aten/src/ATen/native/RNN.cpp FullLayer),
+# on every path of device_selected.toml, which lists the cells' ops only
+CELL_LOOPS = frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu"})
+STAND_IN_KEY = "PrivateUse1"  # the rehearsal's device (as opaudit.fallback.paths)
 
 
 @dataclass
@@ -65,6 +70,33 @@ def compare_device_ops(trace: Trace, stats: Stats, matrix: Matrix | None = None)
     host_only = {normalize(o) for o in trace.host_ops()} - device
     missing = device - rehearsed
     composite = {o for o in missing if m.resolve(o).status == "composite"}
+    chosen = choice_ops(trace, m)
     return DeviceOpsAgreement(target=stats.target, trace_device=device, rehearsed=rehearsed,
-                              trace_only=missing - composite, rehearsal_only=rehearsed - device - EXPLAINED,
-                              host_on_device=(host_only & rehearsed) - COMPOSITE_LEAVES, composite_skipped=composite)
+                              trace_only=missing - composite,
+                              rehearsal_only=rehearsed - device - EXPLAINED - chosen,
+                              host_on_device=(host_only & rehearsed) - COMPOSITE_LEAVES - CHOICE_KERNELS - chosen,
+                              composite_skipped=composite)
+
+
+def choice_ops(trace: Trace, matrix: Matrix) -> set[str]:
+    """The ops the device may receive inside the device-selected choices the trace recorded whole (an LSTM's
+    fused cells): those of every path of device_selected.toml that applies to the target, or to the
+    rehearsal's stand-in device (PrivateUse1 on the installed PyTorch), and the cell loop's unbind."""
+    import torch
+
+    from opaudit.matrix.matrix import choice_rules, normalize
+
+    r = matrix.release
+    installed = torch.__version__.split("+")[0]
+    rules = choice_rules()
+    ops: set[str] = set()
+    for name in {normalize(rec.op).split(".")[0] for rec in trace.records if rec.kind == "choice"}:
+        rule = rules.get(name)
+        if rule is None:
+            continue
+        for p in rule.paths:
+            if p.applies(r.dispatch_key, r.torch) or p.applies(STAND_IN_KEY, installed):
+                ops |= {normalize(o) for o in p.ops if o != "{op}"}
+        if name in CELL_LOOPS:
+            ops.add("unbind.int")
+    return ops

@@ -16,6 +16,7 @@ device types mapped onto it.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
@@ -270,9 +271,11 @@ def enter(sim: Simulator) -> list[Callable[[], None]]:
     undo.append(_autocast(sim))
     undo.append(_collectives(sim))
     undo.append(_plugin_module(sim))
+    undo.append(_backend_flags(sim))
     undo.append(_pinning())
     undo.append(_swap_parameters())
     undo.append(_backward_on_the_calling_thread())
+    undo.append(_raise_after_backward(sim))
     if sim.aliases:
         undo.append(_map_devices(sim))
     return undo
@@ -302,6 +305,40 @@ def _plugin_module(sim: Simulator) -> Callable[[], None]:
     return undo
 
 
+def _backend_flags(sim: Simulator) -> Callable[[], None]:
+    """The flags a port writes in place of torch.backends' CUDA flags exist in the rehearsal: where the
+    target's table (rules/targets/<vendor>.toml [api]) turns ``torch.backends.cuda.matmul.allow_tf32`` into
+    ``torch.npu.matmul.allow_hf32`` (torch_npu's), the simulated device module gets a ``matmul`` namespace
+    holding ``allow_hf32``, with the CUDA flag's value: a ported script sets it as it set the CUDA one (the
+    CPU's arithmetic is the same either way). Only names under ``torch.`` whose holder is missing."""
+    from opaudit.lint.catalogue import load_target, target_names
+
+    patch = _Patches()
+    vendor = sim.release.vendor
+    if vendor not in target_names():
+        return patch.undo
+    for cuda_flag, (flag, _gate) in load_target(vendor).api.items():
+        if not (cuda_flag.startswith("torch.backends.") and flag.startswith("torch.")):
+            continue
+        try:
+            value = functools.reduce(getattr, cuda_flag.split(".")[1:], torch)
+        except AttributeError:
+            continue
+        if not isinstance(value, bool):
+            continue
+        holder: Any = torch
+        *path, leaf = flag.split(".")[1:]
+        for part in path:
+            nxt = getattr(holder, part, None)
+            if nxt is None:
+                nxt = types.SimpleNamespace()
+                patch(holder, part, nxt)
+            holder = nxt
+        if not hasattr(holder, leaf):
+            patch(holder, leaf, value)
+    return patch.undo
+
+
 def _swap_parameters() -> Callable[[], None]:
     """``model.to("npu")`` keeps each Parameter object and shared weights shared (GPT-2's lm_head is its
     wte), as on a plugin's device: a CPU tensor and a simulated one are no compatible shallow-copy types,
@@ -320,6 +357,27 @@ def _backward_on_the_calling_thread() -> Callable[[], None]:
     before = torch._C._is_multithreading_enabled()
     torch._C._set_multithreading_enabled(False)
     return lambda: torch._C._set_multithreading_enabled(before)
+
+
+def _raise_after_backward(sim: Simulator) -> Callable[[], None]:
+    """A strict failure met inside the autograd engine (Simulator._fail) is raised by the backward call
+    that ran the engine, once it returns: ``loss.backward()`` (which calls torch.autograd.backward) and
+    torch.autograd.grad fail on the user's line with the target's error, as on the device."""
+    def raising(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                error, sim.pending = sim.pending, None
+                if error is not None:
+                    raise error
+        return call
+
+    patch = _Patches()
+    patch(torch.autograd, "backward", raising(torch.autograd.backward))
+    patch(torch.autograd, "grad", raising(torch.autograd.grad))
+    return patch.undo
 
 
 def _pinning() -> Callable[[], None]:
@@ -452,6 +510,14 @@ def _collectives(sim: Simulator) -> Callable[[], None]:
         return _one_rank_group(names[0])(rank, size)
 
     names = _backend_names(sim)
+    renamed: dict[str, str] = {}
+    first = names[0]
+    if first != "nccl" and hasattr(dist.Backend, first.upper()) and not getattr(
+            dist, f"is_{first}_available", lambda: True)():
+        # a backend torch knows by name that this build lacks (xccl without XPU): the one-rank group takes
+        # opaudit's own name, and the target's name is mapped onto it
+        renamed[first] = "opaudit"
+        names = ["opaudit", *names]
     for name in names:
         if name == "nccl" or hasattr(dist.Backend, name.upper()):
             continue
@@ -462,6 +528,8 @@ def _collectives(sim: Simulator) -> Callable[[], None]:
                            rank: int = -1, store: Any = None, *args: Any, **kwargs: Any) -> Any:
         if isinstance(backend, str) and backend.lower() == "nccl" and "cuda" in sim.aliases:
             backend = names[0]
+        if isinstance(backend, str):
+            backend = renamed.get(backend.lower(), backend)
         if store is None and init_method is None and "MASTER_ADDR" not in os.environ:
             store = dist.HashStore()
             world_size = 1 if world_size == -1 else world_size
