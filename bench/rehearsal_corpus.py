@@ -181,7 +181,7 @@ def _run(kind: str, cmd: list[str], prog: dict[str, Any], corpus: Path, tmp: Pat
         fixed = subprocess.run([sys.executable, "-m", "opaudit", "fix", "--target", port_target, "--unsafe-fixes",
                                 str(where)], capture_output=True, text=True, env=env, cwd=where, timeout=timeout)
         summary = [ln for ln in (fixed.stdout + fixed.stderr).splitlines() if ln.strip()]
-        out["fix"] = {"rc": fixed.returncode, "summary": summary[-1] if summary else ""}
+        out["fix"] = {"rc": fixed.returncode, "summary": "; ".join(summary[-3:])}
     script = str(where / prog["script"])
     full = [a.replace("{script}", script) for a in cmd]
     t0 = time.perf_counter()
@@ -195,11 +195,22 @@ def _run(kind: str, cmd: list[str], prog: dict[str, Any], corpus: Path, tmp: Pat
     probe = json.loads(probe_out.read_text()) if probe_out.is_file() else None
     out.update(rc=rc, probe=probe, reason=_reason(rc, stderr, probe),
                stderr_tail="\n".join(stderr.strip().splitlines()[-6:]))
+    _tidy(out)
     for name in ("stats.json", "trace.json"):
         f = cwd / f"opaudit-corpus-{name}"
         if f.is_file():
             out[name.split(".")[0]] = str(f)
     return out
+
+
+_RUN_DIR = re.compile(r"/\S*?/rc-[\w.-]+/[\w.-]+-(?:cpu|sim-[\w@.+-]+|port|trace)/")
+
+
+def _tidy(run: dict[str, Any]) -> None:
+    """Paths into a run's temporary copy, relative to the copy."""
+    for key in ("reason", "stderr_tail"):
+        if run.get(key):
+            run[key] = _RUN_DIR.sub("", run[key])
 
 
 def _trains(run: dict[str, Any]) -> bool:
@@ -248,7 +259,6 @@ def rehearse(corpus: Path, prog: dict[str, Any], vendors: list[str], port_target
             r["loss_reference"] = ref["kind"] if r is not ref else None
             r["loss_rel_diff"] = _loss_diff(ref, r) if r is not ref else None
             r["loss_match"] = r["loss_rel_diff"] is not None and r["loss_rel_diff"] <= rtol
-            r["trace_rc"] = by_kind["trace"]["rc"]
             if trace is not None and "stats" in r:
                 r["device_ops"] = compare_device_ops(trace, Stats.load(r["stats"])).to_json()
         for r in runs:
@@ -261,7 +271,17 @@ def rehearse(corpus: Path, prog: dict[str, Any], vendors: list[str], port_target
             "runs": runs}
 
 
-def _cell(r: dict[str, Any]) -> str:
+def _same_stop(r: dict[str, Any], trace: dict[str, Any] | None) -> bool:
+    """Whether the run ended where the trace did (both completed, or both failed for the same kind of reason):
+    only then are their device ops comparable."""
+    if trace is None:
+        return False
+    def kind(x: dict[str, Any]) -> str:
+        return (x.get("reason") or "").split(":")[0]
+    return r["rc"] == trace["rc"] and kind(r) == kind(trace)
+
+
+def _cell(r: dict[str, Any], trace: dict[str, Any] | None = None) -> str:
     ok = "ok" if r["rc"] == 0 else f"exit {r['rc']}"
     bits = [ok, "trains" if r["trains"] else "no training"]
     if r["loss_reference"]:
@@ -269,7 +289,7 @@ def _cell(r: dict[str, Any]) -> str:
         bits.append("loss =" if r["loss_match"] else ("loss ?" if d is None else f"loss off {d:.1e}"))
     ops = r.get("device_ops")
     if ops is not None:
-        bits.append("ops =" if ops["equal"] else "ops differ" if r["rc"] == r.get("trace_rc") else
+        bits.append("ops =" if ops["equal"] else "ops differ" if _same_stop(r, trace) else
                     "ops: stopped apart from the trace")
     if r.get("reason"):
         bits.append(r["reason"])
@@ -292,13 +312,22 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     for p in results["programs"]:
         by = {r["kind"]: r for r in p["runs"]}
-        cells = [_cell(by[k]) if k in by else "no CPU path" for k in kinds]
+        cells = [_cell(by[k], by.get("trace")) if k in by else "no CPU path" for k in kinds]
         lines.append(f"| {p['id']} ({p['project']} {p['script']}) | " + " | ".join(cells) + " |")
+    lines += ["", "## Failures by reason", ""]
+    reasons: dict[str, list[str]] = {}
+    for p in results["programs"]:
+        for r in p["runs"]:
+            if r.get("reason"):
+                key = r["reason"] if len(r["reason"]) < 90 else r["reason"][:90] + "..."
+                reasons.setdefault(key, []).append(f"{p['id']} {r['kind']}")
+    for reason, where in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
+        lines.append(f"- {reason} ({len(where)}): " + ", ".join(where))
     lines += ["", "## Disagreements between trace and rehearsal", ""]
     for p in results["programs"]:
         for r in p["runs"]:
             ops = r.get("device_ops")
-            if ops and not ops["equal"] and r["rc"] == r["trace_rc"]:
+            if ops and not ops["equal"] and _same_stop(r, next(x for x in p["runs"] if x["kind"] == "trace")):
                 lines.append(f"- {p['id']} {r['kind']}: trace only {ops['trace_only']}, rehearsal only "
                              f"{ops['rehearsal_only']}, host ops on the device {ops['host_on_device']}")
     lines += ["", "## Ports", ""]
@@ -319,7 +348,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="runs of one program at a time")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per run")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "rehearsal_corpus.json")
+    ap.add_argument("--render", action="store_true", help="only tidy the results of --out and write their table again")
     args = ap.parse_args(argv)
+    if args.render:
+        results = json.loads(args.out.read_text())
+        for p in results["programs"]:
+            for r in p["runs"]:
+                _tidy(r)
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        args.out.with_suffix(".md").write_text(markdown(results))
+        return 0
     import torch
 
     import opaudit
@@ -341,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         results["programs"].append(res)
         print(f"{prog['id']} ({time.perf_counter() - t0:.0f} s)")
         for r in res["runs"]:
-            print(f"  {r['kind']:<14} {_cell(r)}", flush=True)
+            print(f"  {r['kind']:<14} {_cell(r, res['runs'][-1])}", flush=True)
         args.out.parent.mkdir(parents=True, exist_ok=True)  # after each program: a long run keeps what it has
         args.out.write_text(json.dumps(results, indent=1) + "\n")
         args.out.with_suffix(".md").write_text(markdown(results))
