@@ -330,6 +330,14 @@ def markdown(results: dict[str, Any]) -> str:
             if ops and not ops["equal"] and _same_stop(r, next(x for x in p["runs"] if x["kind"] == "trace")):
                 lines.append(f"- {p['id']} {r['kind']}: trace only {ops['trace_only']}, rehearsal only "
                              f"{ops['rehearsal_only']}, host ops on the device {ops['host_on_device']}")
+    lines += ["", "## Ops the stand-in device receives as their parts", "",
+              "Ops the target registers a kernel for that PyTorch implements as CompositeExplicitAutograd: a "
+              "real device receives them whole, the rehearsal's stand-in their parts (not counted as a "
+              "disagreement).", ""]
+    for p in results["programs"]:
+        seen = sorted({o for r in p["runs"] for o in (r.get("device_ops") or {}).get("stand_in_composite", [])})
+        if seen:
+            lines.append(f"- {p['id']}: {', '.join(seen)}")
     lines += ["", "## Ports", ""]
     for p in results["programs"]:
         port = next(r for r in p["runs"] if r["kind"] == "port")

@@ -5,7 +5,10 @@ The trace (``opaudit trace``, on the simulated CUDA device) records the ops the 
 the trace stands one level higher: a composite factory (zeros, full, arange) that the trace records whole
 and the device receives as its leaves, the kernels a device-selected choice picks (attention's math path,
 dropout, batch norm, an RNN's cells: the trace records the choice whole), and the check ``model.to()`` makes
-before swapping parameters. Anything else that one
+before swapping parameters. One difference is the rehearsal's own limit and is reported apart
+(``stand_in_composite``): an op PyTorch implements as CompositeExplicitAutograd that the target registers a
+kernel for (torch_npu's ``zeros``, ``full``, ``arange``) reaches a real device whole, but the stand-in device
+has no kernel of its own for it and receives its parts. Anything else that one
 side has and the other lacks is a disagreement.
 
 >>> agreement = compare_device_ops(opaudit.load_trace("t.json"), Stats.load("stats.json"))  # doctest: +SKIP
@@ -45,6 +48,9 @@ class DeviceOpsAgreement:
     rehearsal_only: set[str] = field(default_factory=set)  # ops the rehearsal ran that the trace does not explain
     host_on_device: set[str] = field(default_factory=set)  # ops the trace runs only on the host, on the device
     composite_skipped: set[str] = field(default_factory=set)  # trace-only ops the target runs as composites
+    # trace-only ops the target registers a kernel for, that PyTorch implements as CompositeExplicitAutograd:
+    # the stand-in device has no kernel of its own for them and receives their parts (zeros -> zero_)
+    stand_in_composite: set[str] = field(default_factory=set)
 
     @property
     def equal(self) -> bool:
@@ -54,7 +60,8 @@ class DeviceOpsAgreement:
         return {"target": self.target, "equal": self.equal, "trace_device_ops": len(self.trace_device),
                 "rehearsed_ops": len(self.rehearsed), "trace_only": sorted(self.trace_only),
                 "rehearsal_only": sorted(self.rehearsal_only), "host_on_device": sorted(self.host_on_device),
-                "composite_skipped": sorted(self.composite_skipped)}
+                "composite_skipped": sorted(self.composite_skipped),
+                "stand_in_composite": sorted(self.stand_in_composite)}
 
 
 def compare_device_ops(trace: Trace, stats: Stats, matrix: Matrix | None = None) -> DeviceOpsAgreement:
@@ -70,12 +77,24 @@ def compare_device_ops(trace: Trace, stats: Stats, matrix: Matrix | None = None)
     host_only = {normalize(o) for o in trace.host_ops()} - device
     missing = device - rehearsed
     composite = {o for o in missing if m.resolve(o).status == "composite"}
+    stand_in = {o for o in missing - composite if _explicit_composite(o)}
     chosen = choice_ops(trace, m)
     return DeviceOpsAgreement(target=stats.target, trace_device=device, rehearsed=rehearsed,
-                              trace_only=missing - composite,
+                              trace_only=missing - composite - stand_in, stand_in_composite=stand_in,
                               rehearsal_only=rehearsed - device - EXPLAINED - chosen,
                               host_on_device=(host_only & rehearsed) - COMPOSITE_LEAVES - CHOICE_KERNELS - chosen,
                               composite_skipped=composite)
+
+
+def _explicit_composite(op: str) -> bool:
+    """Whether the installed PyTorch implements ``op`` (normalised name) as CompositeExplicitAutograd."""
+    import torch
+
+    name = op if "::" in op else f"aten::{op}"
+    try:
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeExplicitAutograd"))
+    except RuntimeError:
+        return False
 
 
 def choice_ops(trace: Trace, matrix: Matrix) -> set[str]:
