@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from opaudit.fallback.agreement import DeviceOpsAgreement, compare_device_ops
 from opaudit.fallback.stats import PATH_TEXT, PATHS, OpStat, Stats
 
 # the rest imports torch: loaded on first use, so that reports read statistics without it
@@ -29,6 +30,7 @@ def __getattr__(name: str) -> Any:
         return value
     raise AttributeError(f"module 'opaudit.fallback' has no attribute {name!r}")
 
-__all__ = ["PATHS", "PATH_TEXT", "Chooser", "FallbackFailed", "Installation", "OpStat", "SimTensor",
+__all__ = ["PATHS", "PATH_TEXT", "Chooser", "DeviceOpsAgreement", "compare_device_ops",
+           "FallbackFailed", "Installation", "OpStat", "SimTensor",
            "SimulatedMissing", "Simulator", "Stats", "current", "decomposition", "install", "simulate", "uninstall",
            "run_script", "RunFailed"]

@@ -16,6 +16,7 @@ device types mapped onto it.
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import os
 import re
@@ -277,6 +278,7 @@ def enter(sim: Simulator) -> list[Callable[[], None]]:
     undo.append(_pinning())
     undo.append(_swap_parameters())
     undo.append(_backward_on_the_calling_thread())
+    undo.append(_raise_after_backward(sim))
     undo.append(checkpoint.enter(sim))
     if sim.aliases:
         undo.append(_map_devices(sim))
@@ -390,6 +392,27 @@ def _backward_on_the_calling_thread() -> Callable[[], None]:
     before = torch._C._is_multithreading_enabled()
     torch._C._set_multithreading_enabled(False)
     return lambda: torch._C._set_multithreading_enabled(before)
+
+
+def _raise_after_backward(sim: Simulator) -> Callable[[], None]:
+    """A strict failure met inside the autograd engine (Simulator._fail) is raised by the backward call
+    that ran the engine, once it returns: ``loss.backward()`` (which calls torch.autograd.backward) and
+    torch.autograd.grad fail on the user's line with the target's error, as on the device."""
+    def raising(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                error, sim.pending = sim.pending, None
+                if error is not None:
+                    raise error
+        return call
+
+    patch = _Patches()
+    patch(torch.autograd, "backward", raising(torch.autograd.backward))
+    patch(torch.autograd, "grad", raising(torch.autograd.grad))
+    return patch.undo
 
 
 def _pinning() -> Callable[[], None]:
@@ -522,6 +545,14 @@ def _collectives(sim: Simulator) -> Callable[[], None]:
         return _one_rank_group(names[0])(rank, size)
 
     names = _backend_names(sim)
+    renamed: dict[str, str] = {}
+    first = names[0]
+    if first != "nccl" and hasattr(dist.Backend, first.upper()) and not getattr(
+            dist, f"is_{first}_available", lambda: True)():
+        # a backend torch knows by name that this build lacks (xccl without XPU): the one-rank group takes
+        # opaudit's own name, and the target's name is mapped onto it
+        renamed[first] = "opaudit"
+        names = ["opaudit", *names]
     for name in names:
         if name == "nccl" or hasattr(dist.Backend, name.upper()):
             continue
@@ -532,6 +563,8 @@ def _collectives(sim: Simulator) -> Callable[[], None]:
                            rank: int = -1, store: Any = None, *args: Any, **kwargs: Any) -> Any:
         if isinstance(backend, str) and backend.lower() == "nccl" and "cuda" in sim.aliases:
             backend = names[0]
+        if isinstance(backend, str):
+            backend = renamed.get(backend.lower(), backend)
         if store is None and init_method is None and "MASTER_ADDR" not in os.environ:
             store = dist.HashStore()
             world_size = 1 if world_size == -1 else world_size

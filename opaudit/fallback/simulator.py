@@ -393,6 +393,7 @@ class Simulator:
         self.device_type = r.device_type
         self.name = sim_device_name(r.device_type)
         self.strict = strict
+        self.pending: SimulatedMissing | None = None  # a failure inside backward, raised when it returns
         self.check_numerics = check_numerics
         self.device_count = device_count
         self.plugin_import = plugin_import  # the code imports the plugin (import torch_npu): give it a stand-in
@@ -506,11 +507,11 @@ class Simulator:
         if self.strict and plan.status == "missing":
             line = user_line()
             self.stats.errors.append(f"aten::{name} is missing on {self.target}" + (f" (at {line})" if line else ""))
-            raise SimulatedMissing(
+            return self._fail(func, args, kwargs, SimulatedMissing(
                 f"Could not run 'aten::{name}' with arguments from the '{self.name}' backend. This could be because "
                 f"the operator doesn't exist for this backend, or was omitted during the selective/custom build "
                 f"process (if using custom build). [simulated {self.target}: {plan.note or 'missing'}"
-                + (f"; called at {line}" if line else "") + "]")
+                + (f"; called at {line}" if line else "") + "]"))
         choice = self.chooser.confirm(func, args, kwargs)
         path = "cpu" if choice.path == "decomposition" and decomposing(func) else choice.path
         s = self.stats.op(name, path, choice.reason, plan.status)
@@ -518,12 +519,29 @@ class Simulator:
         if path == "forbidden":
             line = s.source or user_line()
             self.stats.errors.append(f"aten::{name}: fallback forbidden on {self.target}")
-            raise SimulatedMissing(f"Could not run 'aten::{name}' with arguments from the '{self.name}' backend "
-                                   f"[simulated {self.target}: missing, and opaudit's fallback is forbidden for it"
-                                   + (f"; called at {line}" if line else "") + "]")
-        return run_fallback(func, path, s, self.stats, self.target, args, kwargs,
+            return self._fail(func, args, kwargs, SimulatedMissing(
+                f"Could not run 'aten::{name}' with arguments from the '{self.name}' backend [simulated "
+                f"{self.target}: missing, and opaudit's fallback is forbidden for it"
+                + (f"; called at {line}" if line else "") + "]"))
+        return self._fallback(func, path, s, self.stats, args, kwargs)
+
+    def _fallback(self, func: Any, path: str, s: OpStat, stats: Stats, args: tuple, kwargs: dict[str, Any]) -> Any:
+        return run_fallback(func, path, s, stats, self.target, args, kwargs,
                             lambda: _round_trip(func, s, args, kwargs), check=self.check_numerics, host=_host,
                             passthrough=(SimulatedMissing, RehearsalLimit))
+
+    def _fail(self, func: Any, args: tuple, kwargs: dict[str, Any], error: SimulatedMissing) -> Any:
+        """Raise ``error``, or, inside the autograd engine, raise it when the engine returns. An exception
+        that leaves a backward op unwinds through the engine's stream guard, which calls the simulated
+        device's guard in Python with the error pending and aborts the process (std::terminate: no message,
+        no statistics). There the op runs on opaudit's fallback, counted nowhere, and the backward call
+        raises ``error`` once the engine is done (device.py: _raise_after_backward)."""
+        if torch._C._current_autograd_node() is None:
+            raise error
+        if self.pending is None:
+            self.pending = error
+        scratch = Stats(self.target, self.device_type, "simulated")
+        return self._fallback(func, "cpu", scratch.op(op_name(func), "cpu"), scratch, args, kwargs)
 
     # -- lifetime -------------------------------------------------------------------------------------
     def __enter__(self) -> Simulator:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 from helpers import FIXTURES, ROOT, run_cli
@@ -185,3 +187,59 @@ def test_a_script_that_raises_and_a_fallback_that_fails_keep_their_statistics(tm
     # a forbidden fallback fails as the device would
     rc, _, stderr = run_cli("run", "--simulate", "musa@1.2.1", "--forbid", "_foreach_lerp_.Scalar", "--", GPT2)
     assert rc == 3 and "fallback is forbidden" in stderr and "_foreach_lerp_.Scalar" in stderr
+
+
+@pytest.mark.parametrize("vendor,device", [("ascend", "npu"), ("cambricon", "mlu")])
+def test_a_port_that_sets_the_targets_backend_flags_rehearses(vendor, device, tmp_path):
+    """`fix` turns torch.backends.cuda.matmul.allow_tf32 into the target's flag (torch.npu.matmul.allow_hf32,
+    torch.backends.mlu.matmul.allow_tf32); the rehearsal of the port has those flags (rules/ [surface]), and
+    only during it."""
+    script = tmp_path / "train.py"
+    shutil.copy(FIXTURES / "fallback" / "tf32_flags_cuda.py", script)
+    rc, _, stderr = run_cli("fix", "--target", vendor, "--unsafe-fixes", str(script))
+    assert rc == 0, stderr[-2000:]
+    ported = script.read_text()
+    assert "torch.backends.cuda" not in ported and "torch.backends.cudnn" not in ported
+    rc, stdout, stderr = run_cli("run", "--simulate", vendor, "--strict", "--no-map-cuda", "--", str(script),
+                                 cwd=tmp_path)
+    assert rc == 0, stderr[-2000:]
+    assert f"trained on {device}: loss" in stdout
+    code = ("import torch, opaudit.fallback as f\n"
+            "with f.simulate('ascend'):\n"
+            "    assert torch.npu.matmul.allow_hf32 is False\n"  # torch_npu's default
+            "    torch.npu.matmul.allow_hf32 = True\n"
+            "print(hasattr(torch.npu, 'matmul'), hasattr(torch.npu, 'conv'))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("target,kind,op", [("musa@1.3.0", "elu", "elu_backward"),
+                                            ("ascend", "gru", "_thnn_fused_gru_cell_backward")])
+def test_an_op_missing_in_backward_fails_under_strict_with_its_message(target, kind, op, tmp_path):
+    """Raised inside the autograd engine, the failure would unwind through the simulated device's stream
+    guard and abort the process; it is raised by loss.backward() instead, with the statistics."""
+    script = FIXTURES / "fallback" / "backward_missing.py"
+    stats = tmp_path / "stats.json"
+    rc, stdout, stderr = run_cli("run", "--simulate", target, "--strict", "--stats", str(stats), "--", str(script),
+                                 kind, cwd=tmp_path)
+    assert rc == 3, stderr[-2000:]
+    assert f"stopped on {load_matrix(target).key} (--strict)" in stderr and f"aten::{op}" in stderr
+    assert "backward_missing.py:22" in stderr and "loss.backward()" in stderr and "Traceback" not in stderr
+    assert "step 0" not in stdout  # it stops at the first backward
+    data = _stats(stats)
+    assert any(f"aten::{op} is missing" in e for e in data["errors"])
+    assert op not in {o["op"] for o in data["ops"]}  # what finished the engine's work is counted nowhere
+    rc, stdout, stderr = run_cli("run", "--simulate", target, "--", str(script), kind, cwd=tmp_path)
+    assert rc == 0 and "step 1" in stdout, stderr[-2000:]  # without --strict the fallback runs it
+
+
+@pytest.mark.parametrize("target,backend,device", [("ascend", "hccl", "npu"), ("xpu", "opaudit", "xpusim")])
+def test_an_unported_one_rank_ddp_script_under_torchrun_variables(target, backend, device, tmp_path):
+    """nccl names the target's backend; where torch knows the target's backend by name but this build lacks it
+    (xccl without XPU), the one-rank group goes under opaudit's own name."""
+    env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "0"}
+    rc, stdout, stderr = run_cli("run", "--simulate", target, "--", str(FIXTURES / "fallback" / "ddp_torchrun_nccl.py"),
+                                 cwd=tmp_path, env=env)
+    assert rc == 0, stderr[-2000:]
+    assert f"world 1 backend {backend} grad {device}" in stdout

@@ -13,6 +13,7 @@ import torch
 from helpers import ROOT, run_cli
 
 import opaudit
+from opaudit.fallback import Stats, compare_device_ops
 from opaudit.matrix import load_matrix
 from opaudit.matrix.matrix import normalize
 
@@ -66,16 +67,6 @@ def test_device_cpu_traces_the_cpu_path(tmp_path):
     assert rc == 2 and "gpu" in stderr
 
 
-# What the rehearsal counts and the trace records differ only where the trace stands one level higher: a
-# composite factory (zeros, full, arange) that the trace records whole and the device receives as its leaves,
-# the kernels a device-selected choice picks (attention's math path, dropout, batch norm), and the check
-# model.to() makes before swapping parameters.
-COMPOSITE_LEAVES = {"fill_.Scalar", "zero_", "arange.start_out"}
-CHOICE_KERNELS = {"_safe_softmax", "where.self", "tril", "expand", "_unsafe_view", "native_dropout",
-                  "native_batch_norm"}
-MODULE_TO = {"_has_compatible_shallow_copy_type"}
-
-
 @pytest.mark.parametrize("script,args", [(SCRIPT, []), (TRAIN_CUDA, ["--epochs", "1", "--steps-per-epoch", "2",
                                                                        "--batch-size", "4"])],
                          ids=["lm-bf16-fused", "train_cuda"])
@@ -88,15 +79,31 @@ def test_the_trace_and_the_rehearsal_see_the_same_device_ops(tmp_path, script, a
     rc, _, stderr = run_cli("run", "--simulate", target, "-q", "--stats", str(stats), "--", str(script), *args,
                             cwd=tmp_path)
     assert rc == 0, stderr[-2000:]
-    rehearsed = {normalize(o["op"]) for o in json.loads(stats.read_text())["ops"]}
-    device = {normalize(o) for o in trace.ops(kinds=("op",))}
-    host_only = {normalize(o) for o in trace.host_ops()} - device
+    host_only = {normalize(o) for o in trace.host_ops()} - {normalize(o) for o in trace.ops(kinds=("op",))}
     assert host_only, "the script has host-side ops (data loading, step counters)"
-    m = load_matrix(target)
-    assert {o for o in device - rehearsed if m.resolve(o).status != "composite"} == set()
-    assert rehearsed - device <= COMPOSITE_LEAVES | CHOICE_KERNELS | MODULE_TO
-    # no op the trace calls host-only reaches the device, but as a leaf of a device composite
-    assert host_only & rehearsed <= COMPOSITE_LEAVES
+    agreement = compare_device_ops(trace, Stats.load(stats))
+    assert agreement.target == target and agreement.trace_device and agreement.rehearsed
+    assert (agreement.trace_only, agreement.rehearsal_only, agreement.host_on_device) == (set(), set(), set())
+    assert agreement.equal
+
+
+def test_a_disagreement_between_trace_and_rehearsal_is_named(tmp_path):
+    """The same comparison finds an op the rehearsal ran that the trace does not have, and the reverse."""
+    out, stats = tmp_path / "t.json", tmp_path / "stats.json"
+    rc, _, stderr = run_cli("trace", "-q", "--no-audit", "--json", str(out), "--", str(SCRIPT), cwd=tmp_path)
+    assert rc == 0, stderr[-2000:]
+    trace = opaudit.load_trace(out)
+    rc, _, stderr = run_cli("run", "--simulate", trace.meta.simulated["target"], "-q", "--stats", str(stats), "--",
+                            str(SCRIPT), cwd=tmp_path)
+    assert rc == 0, stderr[-2000:]
+    data = json.loads(stats.read_text())
+    gone = next(o for o in data["ops"] if o["op"] == "mm")
+    data["ops"].remove(gone)
+    data["ops"].append({**gone, "op": "_thnn_fused_gru_cell"})
+    changed = Stats.from_json(data)
+    agreement = compare_device_ops(trace, changed)
+    assert agreement.trace_only == {"mm"} and agreement.rehearsal_only == {"_thnn_fused_gru_cell"}
+    assert not agreement.equal and agreement.to_json()["equal"] is False
 
 
 def test_scan_builds_and_runs_the_model_on_simulated_cuda(tmp_path):
