@@ -42,6 +42,15 @@ def _where(modules: tuple[str, ...], sources: tuple[str, ...]) -> str:
 # -- terminal --------------------------------------------------------------------------------------
 
 
+def _worst_first(df: Any) -> dict[str, list[Any]]:
+    """The rows of a frame by target, each target's worst status first, then most calls (ties in frame order):
+    one stable sort of the whole frame orders each target's rows as sorting them apart would."""
+    out: dict[str, list[Any]] = {}
+    for r in df.sort_values(["status", "calls"], ascending=[False, False], kind="stable").itertuples():
+        out.setdefault(r.target, []).append(r)
+    return out
+
+
 def render_audit(a: Audit, console: Console, *, top: int = 12) -> None:
     """Per selected target: the verdict; for those that fail or fall back, the ops, where they are issued, and
     what to do; then the oldest release of each vendor that runs the trace."""
@@ -58,16 +67,15 @@ def render_audit(a: Audit, console: Console, *, top: int = 12) -> None:
     df = a.frame
     df = df[df["selected"] & df["status"].isin(["missing", "cpu_fallback", "unknown", "version_skew"])
             & (df["kind"] != "choice")]
-    by_target = dict(list(df.groupby("target", sort=False, observed=True)))
+    by_target = _worst_first(df)
     for v in a.selected_verdicts:
         if v.verdict == "runs" and not v.advice:
             continue
-        rows = by_target.get(v.target, df.iloc[:0])
+        rows = by_target.get(v.target, [])
         console.print(Text(f"{v.target}: ", style="bold") + _verdict_text(v))
         switch = a.matrices[v.target].release.fallback.switch
         if len(rows):
-            rows = rows.sort_values(["status", "calls"], ascending=[False, False], kind="stable")
-            for r in rows.head(top).itertuples():
+            for r in rows[:top]:
                 line = Text("  ")
                 line.append(f"{r.status:<12}", style=_STATUS_STYLE.get(str(r.status), ""))
                 line.append(f" {short(r.op)}", style="bold")
@@ -233,16 +241,15 @@ def markdown_text(a: Audit, *, top: int = 15) -> str:
         lines += ["", _md(host) + "."]
     df = a.frame
     df = df[df["selected"] & df["status"].isin(["missing", "cpu_fallback", "version_skew"]) & (df["kind"] != "choice")]
-    by_target = dict(list(df.groupby("target", sort=False, observed=True)))
+    by_target = _worst_first(df)
     for v in a.selected_verdicts:
-        rows = by_target.get(v.target, df.iloc[:0])
+        rows = by_target.get(v.target, [])
         if not len(rows) and not v.advice:
             continue
         lines += ["", f"<details><summary><code>{_md(v.target)}</code>: {_md(v.summary)}</summary>", ""]
         if len(rows):
             lines += ["| status | op | phase | calls | where |", "| --- | --- | --- | --- | --- |"]
-            rows = rows.sort_values(["status", "calls"], ascending=[False, False], kind="stable")
-            for r in rows.head(top).itertuples():
+            for r in rows[:top]:
                 lines.append(f"| {r.status} | {_code(short(r.op))} | {r.phase} | {r.calls:,} | "
                              f"{_md(_where(r.modules, r.sources))} |")
             if len(rows) > top:
