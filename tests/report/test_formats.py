@@ -57,6 +57,17 @@ def test_csv_is_the_frame_of_the_selected_targets(resnet_audit):
         assert by_status[(target, status)] == n
     conv = next(r for r in rows if r["op"] == "aten::convolution_backward.default" and r["target"] == "mps@2.2.0")
     assert "layer1.0.conv1" in conv["modules"].split("; ")
+    # row by row, cell by cell: the frame's rows in its order, lists joined, nothing for none
+    device = [r for r in rows if r["where"] == "device"]
+    assert len(device) == len(f)
+    for r, (_, want) in zip(device, f.iterrows(), strict=True):
+        for col, cell in r.items():
+            if col == "where":
+                continue
+            value = want[col]  # (pandas holds a none of a text column as NaN: "nan" in the CSV once)
+            none = value is None or (isinstance(value, float) and value != value)
+            expected = "; ".join(value) if isinstance(value, tuple) else "" if none else str(value)
+            assert cell == expected, (col, r["target"], r["op"])
 
 
 def test_markdown_for_a_pull_request(resnet_audit):
