@@ -370,6 +370,9 @@ def run(
                                         "TARGET with opaudit's fallback kernels for the ops it lacks."),
     strict: bool = typer.Option(False, "--strict", help="Simulation: an op the target lacks fails as on the device "
                                 "(else opaudit's fallback runs it)."),
+    strict_unknown: bool = typer.Option(False, "--strict-unknown", help="Simulation: --strict, and an op the "
+                                        "data knows nothing about (unknown) fails too (else it runs as if native "
+                                        "and the summary names it)."),
     check_numerics: bool = typer.Option(False, "--check-numerics", help="Compare every decomposed or fallen-back "
                                         "op with the CPU reference; report the worst relative error per op."),
     no_map_cuda: bool = typer.Option(False, "--no-map-cuda", help="Simulation: leave 'cuda' alone (by default an "
@@ -405,6 +408,7 @@ def run(
             check_writable(p)
         try:
             result = run_script(args[0], args[1:], simulate=simulate, fallback=fallback, strict=strict,
+                                strict_unknown=strict_unknown,
                                 check_numerics=check_numerics, map_cuda=not no_map_cuda,
                                 force_cpu=tuple(cpu_ops or ()), forbid=tuple(forbid or ()),
                                 record=bool(outputs), module=module, imports=tuple(imports or ()))

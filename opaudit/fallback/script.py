@@ -88,7 +88,8 @@ class RunResult:
 
 
 def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None = None, fallback: str | None = None,
-               strict: bool = False, check_numerics: bool = False, map_cuda: bool = True,
+               strict: bool = False, strict_unknown: bool = False, check_numerics: bool = False,
+               map_cuda: bool = True,
                force_cpu: tuple[str, ...] = (), forbid: tuple[str, ...] = (), record: bool = False,
                module: bool = False, imports: tuple[str, ...] = ()) -> RunResult:
     """Run ``path`` (or a module with ``module``) under ``simulate=TARGET`` or ``fallback=TARGET``;
@@ -105,7 +106,7 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     path0, shown = locate(path, module)
     ctx: Any
     if simulate is not None:
-        ctx = Simulator(simulate, strict=strict, check_numerics=check_numerics,
+        ctx = Simulator(simulate, strict=strict, strict_unknown=strict_unknown, check_numerics=check_numerics,
                         map_devices=("cuda",) if map_cuda else (), force_cpu=force_cpu, forbid=forbid)
     else:
         assert fallback is not None

@@ -378,7 +378,8 @@ def _host_tensor(args: tuple, device: bool = False) -> torch.Tensor | None:
 class Simulator:
     """The policy of one simulated target (module doc); a context manager."""
 
-    def __init__(self, target: str, *, strict: bool = False, check_numerics: bool = False,
+    def __init__(self, target: str, *, strict: bool = False, strict_unknown: bool = False,
+                 check_numerics: bool = False,
                  map_devices: Iterable[str] = ("cuda",), force_cpu: Iterable[str] = (), forbid: Iterable[str] = (),
                  device_count: int = 1, plugin_import: bool = False):
         from opaudit.matrix import load_matrix
@@ -392,7 +393,10 @@ class Simulator:
         self.release = r
         self.device_type = r.device_type
         self.name = sim_device_name(r.device_type)
-        self.strict = strict
+        self.strict = strict or strict_unknown
+        # the statuses that fail as on the device: an op the target lacks; with strict_unknown also one the
+        # data knows nothing about (else it runs as if native, and the summary names it)
+        self.stops = frozenset(("missing", "unknown") if strict_unknown else ("missing",) if strict else ())
         self.pending: SimulatedMissing | None = None  # a failure inside backward, raised when it returns
         self.check_numerics = check_numerics
         self.device_count = device_count
@@ -434,7 +438,7 @@ class Simulator:
             kind = _MISSING
         elif support_status == "cpu_fallback":
             kind = _VENDOR_CPU
-        elif support_status == "missing":
+        elif support_status == "missing" or support_status in self.stops:
             kind = _MISSING
         else:
             kind = _NATIVE
@@ -504,13 +508,17 @@ class Simulator:
 
     def _missing(self, func: Any, plan: _Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
         name = plan.op
-        if self.strict and plan.status == "missing":
+        if plan.status in self.stops:
             line = user_line()
-            self.stats.errors.append(f"aten::{name} is missing on {self.target}" + (f" (at {line})" if line else ""))
+            what = "is missing on" if plan.status == "missing" else "is unknown (the data says nothing) on"
+            self.stats.errors.append(f"aten::{name} {what} {self.target}" + (f" (at {line})" if line else ""))
             return self._fail(func, args, kwargs, SimulatedMissing(
                 f"Could not run 'aten::{name}' with arguments from the '{self.name}' backend. This could be because "
                 f"the operator doesn't exist for this backend, or was omitted during the selective/custom build "
-                f"process (if using custom build). [simulated {self.target}: {plan.note or 'missing'}"
+                f"process (if using custom build). [simulated {self.target}: "
+                + (plan.note or "missing" if plan.status == "missing" else
+                   f"unknown, the data says nothing about it{': ' + plan.note if plan.note else ''} "
+                   "(--strict-unknown stops here)")
                 + (f"; called at {line}" if line else "") + "]"))
         choice = self.chooser.confirm(func, args, kwargs)
         path = "cpu" if choice.path == "decomposition" and decomposing(func) else choice.path

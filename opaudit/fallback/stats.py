@@ -123,7 +123,17 @@ class Stats:
                        f"{moved}{err}{where}")
         if len(fallen) > 20:
             out.append(f"  ... and {len(fallen) - 20} more")
+        unknown = self.unknown()
+        if unknown:
+            shown = ", ".join(s.op for s in unknown[:8]) + (f" and {len(unknown) - 8} more" if len(unknown) > 8 else "")
+            n = f"{len(unknown)} op" + ("s" if len(unknown) > 1 else "")
+            out.append(f"unknown to the data, run as if native ({n}; --strict-unknown stops on them): {shown}")
         return out
+
+    def unknown(self) -> list[OpStat]:
+        """The ops whose status the data does not know (simulation), run as if native, most calls first."""
+        return sorted((s for s in self.ops.values() if s.status == "unknown" and s.path == "native"),
+                      key=lambda s: (-s.calls, s.op))
 
     def to_json(self) -> dict[str, Any]:
         return {

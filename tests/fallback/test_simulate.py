@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -243,3 +244,23 @@ def test_an_unported_one_rank_ddp_script_under_torchrun_variables(target, backen
                                  cwd=tmp_path, env=env)
     assert rc == 0, stderr[-2000:]
     assert f"world 1 backend {backend} grad {device}" in stdout
+
+
+def test_strict_names_the_ops_the_data_knows_nothing_about_and_strict_unknown_stops_on_them(tmp_path):
+    """Sophgo's published list says nothing about logit: --strict runs it as if native and says so in its
+    summary; --strict-unknown fails on it as on a device that might lack it, with the line."""
+    script = tmp_path / "logit.py"
+    script.write_text("import torch\n"
+                      "x = torch.rand(8, device='cuda') * 0.8 + 0.1\n"
+                      "y = torch.logit(x)\n"
+                      "print('done', float(y.sum()))\n")
+    assert load_matrix("sophgo").resolve("aten::logit.default").status == "unknown"
+    rc, stdout, stderr = run_cli("run", "--simulate", "sophgo", "--strict", "--", str(script), cwd=tmp_path)
+    assert rc == 0, stderr[-2000:]
+    assert "done" in stdout
+    assert re.search(r"unknown to the data, run as if native \(1 op; --strict-unknown stops on them\): logit$",
+                     stdout, re.M), stdout
+    rc, stdout, stderr = run_cli("run", "--simulate", "sophgo", "--strict-unknown", "--", str(script), cwd=tmp_path)
+    assert rc == 3 and "done" not in stdout
+    assert "aten::logit" in stderr and "the data says nothing about it" in stderr, stderr[-2000:]
+    assert "logit.py:3" in stderr
