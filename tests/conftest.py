@@ -51,16 +51,10 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"skipped under OPAUDIT_NO_SKIP=1 (CI must run every test): {reason}"
 
 
-TINY_ZOO = ["hf:gpt2?n_layer=1&n_embd=32&n_head=2",
-            "hf:bert?num_hidden_layers=1&hidden_size=32&num_attention_heads=2&intermediate_size=64",
-            "hf:lama"]
-TINY_ZOO_TARGETS = ["ascend", "mps@2.3.0", "musa@1.2.1", "xpu"]
-
-
 @pytest.fixture(scope="session")
 def tiny_zoo(tmp_path_factory):
     """`opaudit zoo` over two tiny transformers models and a misspelt one, train step, 2 jobs: (out, cache)."""
-    from helpers import run_cli
+    from helpers import TINY_ZOO, TINY_ZOO_TARGETS, run_cli
 
     base = tmp_path_factory.mktemp("zoo")
     out, cache = base / "out", base / "cache"

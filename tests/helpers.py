@@ -13,6 +13,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
+# The zoo's test set (tests/conftest.py's `tiny_zoo` runs it once): two tiny transformers models and a misspelt one.
+TINY_ZOO = ["hf:gpt2?n_layer=1&n_embd=32&n_head=2",
+            "hf:bert?num_hidden_layers=1&hidden_size=32&num_attention_heads=2&intermediate_size=64",
+            "hf:lama"]
+TINY_ZOO_TARGETS = ["ascend", "mps@2.3.0", "musa@1.2.1", "xpu"]
+
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None):
     """The real command line in a fresh process: exit code, stdout, stderr."""

@@ -7,7 +7,7 @@ import csv
 import json
 
 import pytest
-from conftest import TINY_ZOO, TINY_ZOO_TARGETS
+from helpers import TINY_ZOO, TINY_ZOO_TARGETS
 
 from opaudit.zoo.report import op_demand
 from opaudit.zoo.run import Job, ZooResult, job_key, resolve_targets, run_job, run_zoo
