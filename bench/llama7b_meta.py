@@ -31,7 +31,7 @@ sys.path.insert(0, sys.argv[1])
 import torch
 from transformers import LlamaForCausalLM  # noqa: F401  (the model's own imports: part of the baseline)
 import opaudit
-from opaudit.trace.run import default_loss
+from opaudit.tracing.run import default_loss
 import hf_models
 rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 base = rss()

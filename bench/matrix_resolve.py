@@ -25,10 +25,10 @@ CHILD = r"""
 import json, sys, time
 from pathlib import Path
 import opaudit
-from opaudit.matrix import database, load_matrix
+from opaudit.matrix import load_database, load_matrix
 trace = opaudit.load_trace(sys.argv[1])
 ops = sorted({r.op for r in trace.records})
-db = database()
+db = load_database()
 t = time.perf_counter()
 for e in db.entries:
     (db.root / e.file).read_bytes()

@@ -46,8 +46,8 @@ import resnet  # noqa: E402
 import testdev  # noqa: E402
 from rehearsal_small_ops import BATCH, SEQ, tiny_gpt  # noqa: E402
 
-from opaudit.trace.recorder import Recording, recording  # noqa: E402
-from opaudit.trace.run import _call  # noqa: E402
+from opaudit.tracing.recorder import Recording, recording  # noqa: E402
+from opaudit.tracing.run import _call  # noqa: E402
 
 DEVICE = "npu"
 _MISSING = re.compile(r"Could not run '([\w:.]+)' with arguments from the '\w+' backend"

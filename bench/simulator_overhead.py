@@ -60,7 +60,7 @@ import hf_models  # noqa: E402
 import resnet  # noqa: E402
 
 from opaudit.fallback import simulate  # noqa: E402
-from opaudit.trace.run import _call, default_loss  # noqa: E402
+from opaudit.tracing.run import _call, default_loss  # noqa: E402
 
 TARGET = "ascend"  # the newest Ascend release
 GOAL = 2.0

@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT / "examples"))
 import hf_models  # noqa: E402
 import resnet  # noqa: E402
 
-from opaudit.trace.recorder import Recording, recording  # noqa: E402
-from opaudit.trace.run import _call, default_loss  # noqa: E402
+from opaudit.tracing.recorder import Recording, recording  # noqa: E402
+from opaudit.tracing.run import _call, default_loss  # noqa: E402
 
 GOALS = {"forward": 1.3, "train": 1.5}
 
@@ -130,7 +130,7 @@ def main() -> None:
 
 def main_cuda(args) -> None:
     from opaudit.fallback.simulator import Simulator
-    from opaudit.trace.device import cuda_target
+    from opaudit.tracing.device import cuda_target
 
     target = cuda_target()
     args.out = args.out or str(ROOT / "bench" / "results" / "tracer_overhead_cuda.json")

@@ -13,34 +13,19 @@ The library is the product; the ``opaudit`` command is a thin layer over it::
 
 __version__ = "0.1.0"
 
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from opaudit.errors import OpauditError
 
 if TYPE_CHECKING:
-    from opaudit.audit import Audit, Verdict, audit
-    from opaudit.trace import Trace, load_trace, record, trace
+    from opaudit.auditing import Audit, Verdict, audit
+    from opaudit.tracing import Trace, load_trace, record, trace
 
 # imported on first use, so that `opaudit lint` and `opaudit fix` do not pay for importing torch
-_LAZY = {"Audit": "opaudit.audit", "Verdict": "opaudit.audit", "audit": "opaudit.audit", "Trace": "opaudit.trace",
-         "load_trace": "opaudit.trace", "record": "opaudit.trace", "trace": "opaudit.trace"}
-
-
-class _Package(types.ModuleType):
-    """`opaudit.audit` and `opaudit.trace` are functions that share their name with a submodule: when the
-    import system binds a submodule here after loading it, the function keeps the name."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("audit", "trace") and isinstance(value, types.ModuleType):
-            if name not in self.__dict__:
-                super().__setattr__(name, getattr(value, name))
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
+# (the modules are opaudit.auditing and opaudit.tracing: no function here shares its name with a submodule)
+_LAZY = {"Audit": "opaudit.auditing", "Verdict": "opaudit.auditing", "audit": "opaudit.auditing",
+         "Trace": "opaudit.tracing", "load_trace": "opaudit.tracing", "record": "opaudit.tracing",
+         "trace": "opaudit.tracing"}
 
 
 def __getattr__(name: str) -> Any:
@@ -48,7 +33,7 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value  # the function, not the submodule of the same name that the import bound here
+        globals()[name] = value
         return value
     raise AttributeError(f"module 'opaudit' has no attribute {name!r}")
 

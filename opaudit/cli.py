@@ -181,7 +181,7 @@ def _finish(trace: opaudit.Trace, json_path: Path | None, top: int | None, quiet
         err.print(f"trace written to {json_path}", style="green")
     if opts is None or opts.no_audit:
         return
-    from opaudit.audit import audit
+    from opaudit.auditing import audit
     from opaudit.report import write_reports
     from opaudit.report.audit import render_audit
 
@@ -339,7 +339,7 @@ def trace(
                                                  " their findings join the HTML report."),
 ) -> None:
     """Run an unmodified script under the recorder: opaudit trace [OPTIONS] -- script.py ARGS..."""
-    from opaudit.trace.script import trace_script
+    from opaudit.tracing.script import trace_script
 
     args = list(ctx.args)
     opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json, lint_paths)
@@ -424,7 +424,7 @@ def run(
             result.stats.save(stats_path)
             err.print(f"fallback statistics written to {stats_path}", style="green")
         if outputs and result.trace is not None:
-            from opaudit.audit import audit
+            from opaudit.auditing import audit
             from opaudit.report import write_reports
 
             a = audit(result.trace, [result.stats.target], fallback=[result.stats])
@@ -511,11 +511,11 @@ def matrix_list(
     compat: bool = typer.Option(False, "--compat", help="The PyTorch x vendor compatibility table instead."),
 ) -> None:
     """Vendors and releases, with the PyTorch version and op counts of each."""
-    from opaudit.matrix import database
+    from opaudit.matrix import load_database
     from opaudit.report.matrix import render_compatibility, render_list
 
     with _errors():
-        db = database()
+        db = load_database()
         for v in vendors or []:
             db.find(v)  # an unknown vendor: one clear message
         if compat:
@@ -556,12 +556,12 @@ def matrix_diff(a: str = typer.Argument(..., help="A target."), b: str = typer.A
 @matrix_app.command("coverage")
 def matrix_coverage(vendors: list[str] | None = typer.Argument(None, help="Vendors (default: all).")) -> None:
     """Each release as a share of the CUDA kernels of its PyTorch version."""
-    from opaudit.matrix import database, load_matrix
+    from opaudit.matrix import load_database, load_matrix
     from opaudit.matrix.coverage import coverage
     from opaudit.report.matrix import render_coverage
 
     with _errors():
-        db = database()
+        db = load_database()
         rows = []
         for v in vendors or [v for v in db.vendors if v != "cuda"]:
             db.find(v)
@@ -667,13 +667,13 @@ def _lint_settings(paths: list[str], target: str | None, select: list[str] | Non
 
 def _emit(fmt: LintFormat, findings: list, errors: list[str], settings: Any, *, fixed: int, stream: Any,
           dry_run: bool = False) -> None:
-    from opaudit.lint import catalogue
+    from opaudit.lint import load_catalogue
     from opaudit.report import lint as views
 
     if fmt is LintFormat.json:
         stream.write(views.json_text(findings, errors, target=settings.target, fixed=fixed))
     elif fmt is LintFormat.sarif:
-        stream.write(views.sarif_text(findings, errors, catalogue(), target=settings.target))
+        stream.write(views.sarif_text(findings, errors, load_catalogue(), target=settings.target))
     elif fmt is LintFormat.github:
         stream.write(views.github(findings, errors))
     else:
@@ -713,7 +713,7 @@ def lint(
     jobs: int | None = typer.Option(None, "--jobs", "-j", help="Processes (default: one per CPU)."),
 ) -> None:
     """Find code that assumes CUDA. Exit 1 when findings remain."""
-    from opaudit.lint import catalogue, lint_source, run
+    from opaudit.lint import lint_source, load_catalogue, run
     from opaudit.report.lint import statistics as stats
 
     with _errors():
@@ -730,7 +730,7 @@ def lint(
             for w in r.warnings:
                 err.print(f"warning: {w}", style="yellow", markup=False, highlight=False, soft_wrap=True)
         if statistics:
-            sys.stdout.write(stats(findings, catalogue()))
+            sys.stdout.write(stats(findings, load_catalogue()))
         else:
             _emit(output_format, findings, errors, settings, fixed=0, stream=sys.stdout)
         if (findings or errors) and not exit_zero:
@@ -767,7 +767,7 @@ def fix(
     there are changes to make)."""
     from libcst.codemod import diff_code
 
-    from opaudit.lint import catalogue, fix_source, run
+    from opaudit.lint import fix_source, load_catalogue, run
     from opaudit.report.lint import statistics as stats
 
     with _errors():
@@ -802,7 +802,7 @@ def fix(
         remaining += extra
         errors = [res.error for res in results if res.error]
         if statistics:
-            report.write(stats(remaining, catalogue()))
+            report.write(stats(remaining, load_catalogue()))
         else:
             _emit(output_format, remaining, errors, settings, fixed=fixed, stream=report, dry_run=diff)
         changed = sum(1 for res in results if res.changed)
@@ -841,11 +841,11 @@ def rules_command(
     """List the lint rules: code, name, fix class, summary."""
     import json
 
-    from opaudit.lint import catalogue, load_target
+    from opaudit.lint import load_catalogue, load_target
     from opaudit.report.lint import rules_table
 
     with _errors():
-        rows = rules_table(catalogue(), load_target(target) if target else None)
+        rows = rules_table(load_catalogue(), load_target(target) if target else None)
         if output_format is LintFormat.json:
             sys.stdout.write(json.dumps(rows, indent=1) + "\n")
             return
@@ -860,11 +860,11 @@ def explain(
     target: str | None = typer.Option(None, "--target", "-t", help="Only this target's notes and examples."),
 ) -> None:
     """Print a rule's page: what it finds, why, how it is fixed, and its examples."""
-    from opaudit.lint import catalogue, load_target
+    from opaudit.lint import load_catalogue, load_target
     from opaudit.report.lint import explain_text
 
     with _errors():
-        rules = catalogue().rules
+        rules = load_catalogue().rules
         key = code.strip().upper()
         if key not in rules:
             import difflib

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from opaudit.audit import RUNS, Audit, audit, short, tripping
-from opaudit.trace import Trace, trace
+from opaudit.auditing import RUNS, Audit, audit, short, tripping
+from opaudit.tracing import Trace, trace
 
 
 class NotSupported(AssertionError):

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import opaudit
-from opaudit.audit import FAIL_ON, default_targets, op_groups
+from opaudit.auditing import FAIL_ON, default_targets, op_groups
 from opaudit.errors import InputError
-from opaudit.matrix import database, load_matrix
+from opaudit.matrix import load_database, load_matrix
 from opaudit.testing import NotSupported, assert_runs_on, assert_trace_runs_on
 
 # a chip with a short op list: matmul and a few elementwise ops, no CPU fallback
@@ -58,7 +58,7 @@ def test_one_row_per_op_phase_and_target(gpt2_train, gpt2_audit):
     a = gpt2_audit
     groups = op_groups(gpt2_train)
     assert len(a.frame) == len(groups) * len(a.matrices)
-    assert len(a.matrices) == len(database().entries) + 1  # the landscape, plus the user matrix
+    assert len(a.matrices) == len(load_database().entries) + 1  # the landscape, plus the user matrix
     sel = a.frame[a.frame["selected"]]
     assert sorted(sel["target"].unique()) == sorted(a.selected)
     # calls in the frame add up to the trace's calls (choice and api rows are counted apart)
@@ -171,7 +171,7 @@ def test_a_device_wide_dtype_limit_makes_the_op_missing():
 
 
 def test_default_targets_are_each_vendors_newest_published_release():
-    db = database()
+    db = load_database()
     targets = default_targets(db)
     assert "cpu@2.14.1" not in targets and "cuda@2.14.1" in targets
     assert "ascend@2.14.0" in targets and not any("master" in t for t in targets)

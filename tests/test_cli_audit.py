@@ -54,7 +54,7 @@ def test_fail_on_unknown_trips_on_what_the_data_cannot_tell(demo_trace):
 
 
 def test_fail_on_levels_match_the_audit():
-    from opaudit.audit import FAIL_ON
+    from opaudit.auditing import FAIL_ON
     from opaudit.cli import FailOn
 
     assert tuple(f.value for f in FailOn) == FAIL_ON

@@ -19,7 +19,7 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
         assert any(n.startswith(f"opaudit/_data/{folder}/") for n in names), folder
     assert "opaudit/_data/coverage_db/curated/device_selected.toml" in names
     assert "opaudit/_data/coverage_db/SOURCES.md" in names  # the provenance page the notes cite
-    assert "opaudit/trace/trace.schema.json" in names
+    assert "opaudit/tracing/trace.schema.json" in names
     assert "opaudit/report/audit.schema.json" in names and "opaudit/_data/reports/audit.html.j2" in names
     assert any(n.startswith("opaudit/_data/coverage_db/ascend/caveats/") for n in names)
     assert "opaudit/_data/rules/catalogue.toml" in names and "opaudit/_data/rules/targets/neutral.toml" in names
@@ -42,7 +42,7 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
         "a = opaudit.audit(t, ['ascend@2.6.0.post5']);"
         "print(a.verdict('ascend').verdict, len(render(a, 'html')) > 10000, len(a.verdicts));"
         "from opaudit.lint import Settings, fix_source, catalogue;"
-        "print(len(catalogue().rules), fix_source(b'import torch\\ntorch.cuda.synchronize()\\n',"
+        "print(len(load_catalogue().rules), fix_source(b'import torch\\ntorch.cuda.synchronize()\\n',"
         " Settings(target='musa')).new.decode().splitlines()[-1]);"
         "from opaudit.matrix import provenance;"
         "print(provenance.page_path(), provenance.page_path().is_file())"

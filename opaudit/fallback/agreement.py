@@ -24,7 +24,7 @@ from opaudit.fallback.stats import Stats
 
 if TYPE_CHECKING:
     from opaudit.matrix.matrix import Matrix
-    from opaudit.trace.schema import Trace
+    from opaudit.tracing.schema import Trace
 
 COMPOSITE_LEAVES = frozenset({"fill_.Scalar", "zero_", "arange.start_out", "normal_", "uniform_", "random_.from"})
 CHOICE_KERNELS = frozenset({"_safe_softmax", "where.self", "tril", "expand", "_unsafe_view", "native_dropout",

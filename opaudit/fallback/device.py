@@ -431,7 +431,7 @@ def _foreach(sim: Simulator) -> Callable[[], None]:
     target's device type is one it takes it on (audit.FOREACH_DEVICES, and every PrivateUse1 device)."""
     from torch.optim import optimizer
 
-    from opaudit.audit import FOREACH_DEVICES
+    from opaudit.auditing import FOREACH_DEVICES
     from opaudit.fallback.simulator import SimTensor
 
     types_ = optimizer._foreach_supported_types
@@ -442,7 +442,7 @@ def _foreach(sim: Simulator) -> Callable[[], None]:
 
 
 def _autocast(sim: Simulator) -> Callable[[], None]:
-    from opaudit.trace.autocast import CudaAutocast
+    from opaudit.tracing.autocast import CudaAutocast
 
     name = sim.name
     policy = CudaAutocast(torch.float16, key="AutocastPrivateUse1", low=lambda: torch.get_autocast_dtype(name))

@@ -56,9 +56,9 @@ def live_key(device_type: str) -> str | None:
 
 def resolve_target(target: str) -> tuple[str, str, str | None]:
     """(name shown, device type, module that registers it) of a target name or a device type."""
-    from opaudit.matrix import database
+    from opaudit.matrix import load_database
 
-    db = database()
+    db = load_database()
     try:
         release = db.release(db.find(target))
     except InputError:

@@ -264,9 +264,9 @@ def limit_message(name: str, target: str, where: str) -> str:
 def native_without_cpu_kernel() -> dict[str, list[str]]:
     """Ops some release in coverage_db registers natively that the installed torch's CPU cannot run (no CPU
     kernel, no composite one) -> the vendors that register them. What no_cpu_kernel.toml must cover."""
-    from opaudit.matrix import database
+    from opaudit.matrix import load_database
 
-    db = database()
+    db = load_database()
     found: dict[str, set[str]] = {}
     for entry in db.entries:
         for name in db.release(entry).op_set("native"):

@@ -54,7 +54,7 @@ def save_partial(e: RunFailed, stats_path: str | Path | None, *, html: bool = Fa
     e.stats.save(path)
     written = [str(path)]
     if e.trace is not None:
-        from opaudit.audit import audit
+        from opaudit.auditing import audit
 
         a = audit(e.trace, [e.stats.target], fallback=[e.stats])
         outputs = {"json": str(folder / f"{PARTIAL_AUDIT}.json")}
@@ -98,7 +98,7 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     from opaudit.fallback.live import FallbackFailed, install
     from opaudit.fallback.references import RehearsalLimit
     from opaudit.fallback.simulator import SimulatedMissing, Simulator
-    from opaudit.trace.script import _argv_and_path, locate, run_main
+    from opaudit.tracing.script import _argv_and_path, locate, run_main
 
     if (simulate is None) == (fallback is None):
         raise InputError("give one of --simulate TARGET (a CPU rehearsal) or --fallback TARGET (the live device)")
@@ -119,7 +119,7 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     stats: Stats = ctx.stats
     rec = None
     if record:
-        from opaudit.trace.run import Recorder
+        from opaudit.tracing.run import Recorder
 
         sim = ctx if simulate is not None else None  # a rehearsal's trace tells the host's calls apart
         rec = Recorder(source={"kind": "script", "path": shown, "argv": argv, "module": module},

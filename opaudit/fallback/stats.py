@@ -170,8 +170,8 @@ def _size(n: float) -> str:
 
 def user_line() -> str | None:
     """The first user line on the stack ("train.py:42"), as the tracer finds it."""
-    from opaudit.trace.attribution import source_locator
-    from opaudit.trace.recorder import _display_path
+    from opaudit.tracing.attribution import source_locator
+    from opaudit.tracing.recorder import _display_path
 
     loc = source_locator()
     found, _ = loc.locate(sys._getframe(0))  # (frames above 0 may not exist on an autograd device thread)

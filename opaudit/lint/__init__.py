@@ -11,10 +11,10 @@ what a construct becomes per target is data too (rules/targets/*.toml). ``opaudi
 rules, ``opaudit explain OA101`` prints one.
 """
 
-from opaudit.lint.catalogue import Catalogue, Rule, Target, catalogue, load_target, target_names
+from opaudit.lint.catalogue import Catalogue, Rule, Target, load_catalogue, load_target, target_names
 from opaudit.lint.config import Config, find_config
 from opaudit.lint.engine import Run, Settings, collect, fix_source, lint_source, run
 from opaudit.lint.findings import FileResult, Finding
 
-__all__ = ["Catalogue", "Config", "FileResult", "Finding", "Rule", "Run", "Settings", "Target", "catalogue",
+__all__ = ["Catalogue", "Config", "FileResult", "Finding", "Rule", "Run", "Settings", "Target", "load_catalogue",
            "collect", "find_config", "fix_source", "lint_source", "load_target", "run", "target_names"]

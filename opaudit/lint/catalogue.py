@@ -1,7 +1,7 @@
 """The rule catalogue and the target tables, read from rules/: what each rule is, and what it becomes
 on each target. Knowledge lives there; the mechanisms that find and rewrite code live in checks.py.
 
->>> rule = catalogue().rules["OA401"]                  # doctest: +SKIP
+>>> rule = load_catalogue().rules["OA401"]                  # doctest: +SKIP
 >>> rule.summary, rule.fix                             # doctest: +SKIP
 ('torch.cuda.synchronize waits for the CUDA device', 'safe')
 >>> load_target("ascend").api_replacement("torch.cuda.synchronize", "2.1")   # doctest: +SKIP
@@ -178,7 +178,7 @@ def version_at_least(version: str, gate: str) -> bool:
 
 
 @cache
-def catalogue() -> Catalogue:
+def load_catalogue() -> Catalogue:
     raw = load_toml("rules", "catalogue.toml")
     rules = {}
     for code, d in raw.items():

@@ -37,7 +37,7 @@ from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from opaudit.errors import InputError
 from opaudit.files import write_atomic
-from opaudit.lint.catalogue import Catalogue, Target, catalogue, load_target
+from opaudit.lint.catalogue import Catalogue, Target, load_catalogue, load_target
 from opaudit.lint.checks import FileCheck, Plan, Report, _code
 from opaudit.lint.checks import dotted as _dotted
 from opaudit.lint.findings import FileResult, Finding
@@ -74,7 +74,7 @@ class Settings:
 @cache
 def _resolve(settings: Settings) -> tuple[Target, Catalogue, frozenset[str]]:
     """The target, the catalogue and the selected codes of ``settings`` (once per process, not per file)."""
-    cat = catalogue()
+    cat = load_catalogue()
     selected = cat.select(list(settings.select), list(settings.ignore), list(settings.extend_select))
     return load_target(settings.target), cat, selected
 
@@ -286,7 +286,7 @@ def _findings(path: str, module: cst.Module, plan: Plan, text: str | None,
         if suppressed or key in seen:
             continue
         seen.add(key)
-        fix = r.fix or catalogue().rules[r.code].fix
+        fix = r.fix or load_catalogue().rules[r.code].fix
         replacement = _code(r.replacement) if r.replacement is not None else r.suggestion
         if r.replacement is None and fix in ("safe", "unsafe"):
             fix = "report" if r.suggestion is None else "suggestion"  # nothing to apply on this target
@@ -344,7 +344,8 @@ def _backend_import(path: str, code: str, target: Target, selected: frozenset[st
 
 def _backend_finding(path: str, target: Target) -> Finding:
     note = target.note("OA001")
-    return Finding(path, 1, 1, 1, 1, "OA001", f"{catalogue().rules['OA001'].summary}: add `import {target.package}`"
+    summary = load_catalogue().rules["OA001"].summary
+    return Finding(path, 1, 1, 1, 1, "OA001", f"{summary}: add `import {target.package}`"
                    + (f" ({note})" if note else ""), "safe", f"import {target.package}")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from opaudit.errors import InputError
-from opaudit.matrix.database import Database, Entry, database
+from opaudit.matrix.database import Database, Entry, load_database
 from opaudit.matrix.matrix import STATUSES, Matrix, Support, normalize
 from opaudit.matrix.release import CATEGORIES, Caveat, CpuFallback, Release
 from opaudit.matrix.torchops import op_history
@@ -19,7 +19,7 @@ from opaudit.matrix.torchops import op_history
 def load_matrix(target: str, *, db: Database | None = None) -> Matrix:
     """The Matrix of ``target``: ``vendor``, ``vendor@release`` (package version, tag, vendor release)
     or the path of a user-supplied matrix file (docs/matrix-format.md)."""
-    db = db or database()
+    db = db or load_database()
     path = Path(target)
     if target.endswith(".toml") or (path.suffix and path.exists()):
         release = Release.load(path)
@@ -29,9 +29,9 @@ def load_matrix(target: str, *, db: Database | None = None) -> Matrix:
 
 
 def list_targets(db: Database | None = None) -> list[Entry]:
-    db = db or database()
+    db = db or load_database()
     return list(db.entries)
 
 
 __all__ = ["CATEGORIES", "STATUSES", "Caveat", "CpuFallback", "Database", "Entry", "InputError", "Matrix",
-           "Release", "Support", "database", "list_targets", "load_matrix", "normalize"]
+           "Release", "Support", "load_database", "list_targets", "load_matrix", "normalize"]

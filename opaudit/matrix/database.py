@@ -132,5 +132,5 @@ def _load_release(path: Path) -> Release:
 
 
 @cache
-def database(root: str | None = None) -> Database:
+def load_database(root: str | None = None) -> Database:
     return Database(Path(root) if root else None)

@@ -11,7 +11,7 @@ import importlib.util
 import os
 from dataclasses import dataclass, field
 
-from opaudit.matrix.database import Database, database
+from opaudit.matrix.database import Database, load_database
 from opaudit.matrix.torchops import minor
 from opaudit.matrix.vendors import vendors
 
@@ -46,7 +46,7 @@ def _version(distribution: str) -> str | None:
 def examine(db: Database | None = None) -> DoctorReport:
     import torch
 
-    db = db or database()
+    db = db or load_database()
     torch_version = torch.__version__
     plugins = []
     env_all: dict[str, str] = {}

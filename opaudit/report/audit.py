@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from opaudit import __version__
-from opaudit.audit import Audit, OpGroup, Verdict, host_summary, short, skew_span, source_name
+from opaudit.auditing import Audit, OpGroup, Verdict, host_summary, short, skew_span, source_name
 from opaudit.report.matrix import _STATUS_STYLE
 
 SCHEMA = "opaudit-audit"

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from opaudit import __version__
-from opaudit.audit import VERDICTS, Audit, host_summary, skew_span, source_name
+from opaudit.auditing import VERDICTS, Audit, host_summary, skew_span, source_name
 from opaudit.data import data_dir
 from opaudit.fallback.stats import PATH_TEXT
 from opaudit.matrix.matrix import STATUSES

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from opaudit.trace.schema import PHASES, Trace
+from opaudit.tracing.schema import PHASES, Trace
 
 _PHASE_STYLE = {"forward": "cyan", "backward": "magenta", "optimizer": "green"}
 

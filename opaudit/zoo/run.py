@@ -100,7 +100,7 @@ def work(job: Job) -> dict[str, Any]:
     record = _base(job)
     started = time.perf_counter()
     try:
-        from opaudit.audit import audit
+        from opaudit.auditing import audit
         from opaudit.zoo.specs import load_spec
 
         torch.set_num_threads(max(1, job.threads))
@@ -205,8 +205,8 @@ def _context() -> Any:
         if "forkserver" in methods:
             # transformers' modeling_utils alone takes seconds to import: once here, not once per model
             _CONTEXT.set_forkserver_preload(["torch", "transformers", "transformers.modeling_utils",
-                                             "transformers.models.auto.modeling_auto", "opaudit.audit",
-                                             "opaudit.trace", "opaudit.zoo.specs", "opaudit.zoo.run"])
+                                             "transformers.models.auto.modeling_auto", "opaudit.auditing",
+                                             "opaudit.tracing", "opaudit.zoo.specs", "opaudit.zoo.run"])
     return _CONTEXT
 
 
@@ -257,10 +257,10 @@ def run_job(job: Job) -> dict[str, Any]:
 
 def resolve_targets(targets: Sequence[str] | None) -> list[str]:
     """Release keys: the newest published release of every vendor by default, ``all``: every release."""
-    from opaudit.audit import default_targets
-    from opaudit.matrix import database
+    from opaudit.auditing import default_targets
+    from opaudit.matrix import load_database
 
-    db = database()
+    db = load_database()
     if not targets:
         return default_targets(db)
     keys: list[str] = []

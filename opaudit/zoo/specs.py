@@ -1,7 +1,7 @@
 """Models named instead of wrapped: the SPEC of ``opaudit scan SPEC`` and ``opaudit zoo``.
 
 ======================================  ==========================================================================
-``model.py`` / ``model.py:factory``     a model file following the convention (trace/load.py)
+``model.py`` / ``model.py:factory``     a model file following the convention (tracing/load.py)
 ``hf:<model_type>``                     transformers' default configuration of that model type (``hf:llama``),
                                         with its most common task head (:data:`HEAD_ORDER`)
 ``hf:<model_type>:<Head>``              a named head: ``hf:t5:Seq2SeqLM``, ``hf:bert:SequenceClassification``
@@ -106,7 +106,7 @@ def load_spec(spec: str, *, build: bool = True) -> Named:
 
 
 def _file(spec: str, build: bool) -> Named:
-    from opaudit.trace.load import load_model_file, split_target
+    from opaudit.tracing.load import load_model_file, split_target
 
     file, factory = split_target(spec)
     path = Path(file).expanduser()

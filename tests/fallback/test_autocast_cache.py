@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from opaudit.trace.autocast import CudaAutocast
+from opaudit.tracing.autocast import CudaAutocast
 
 
 @pytest.fixture

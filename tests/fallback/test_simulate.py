@@ -13,14 +13,14 @@ import sys
 import pytest
 from helpers import FIXTURES, ROOT, run_cli
 
-from opaudit.matrix import database, load_matrix
+from opaudit.matrix import load_database, load_matrix
 
 GPT2 = str(FIXTURES / "fallback" / "gpt2_cuda.py")
 FALLBACK_PATHS = {"decomposition", "cpu"}
 
 
 def _vendors() -> list[str]:
-    return [v for v in database().vendors if v != "cpu"]
+    return [v for v in load_database().vendors if v != "cpu"]
 
 
 def _stats(path) -> dict:
@@ -33,7 +33,7 @@ def test_gpt2_train_step_on_the_newest_release_of_every_vendor(vendor, tmp_path)
     out = tmp_path / "stats.json"
     rc, stdout, stderr = run_cli("run", "--simulate", vendor, "--stats", str(out), "--", GPT2)
     assert rc == 0, stderr[-2000:]
-    newest = database().newest(vendor).key
+    newest = load_database().newest(vendor).key
     assert f"fallback on {newest}" in stdout
     assert "loss " in stdout
     st = _stats(out)
@@ -124,7 +124,7 @@ def test_the_example_training_script_after_fix_runs_with_its_fallback_summary_in
     assert rc in (0, 1), stderr
     assert "import torch_npu" in script.read_text() and 'torch.npu.is_available()' in script.read_text()
     html, stats = tmp_path / "report.html", tmp_path / "stats.json"
-    newest = database().newest("ascend").key
+    newest = load_database().newest("ascend").key
     rc, stdout, stderr = run_cli("run", "--simulate", "ascend", "--html", str(html), "--stats", str(stats), "--",
                                  str(script), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
                                  "--no-amp")

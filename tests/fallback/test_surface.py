@@ -12,7 +12,7 @@ import sys
 import pytest
 from helpers import ROOT, run_cli
 
-from opaudit.lint import catalogue, load_target
+from opaudit.lint import load_catalogue, load_target
 from opaudit.lint.checks import written_names
 
 TARGETS = ["ascend", "biren", "cambricon", "musa", "xpu", "mps"]
@@ -22,7 +22,7 @@ import json, sys
 import torch
 from opaudit.fallback.simulator import simulate
 from opaudit.fallback.surface import resolve
-from opaudit.lint import catalogue, load_target
+from opaudit.lint import load_catalogue, load_target
 from opaudit.lint.checks import written_names
 
 target = load_target(sys.argv[1])
@@ -30,7 +30,7 @@ missing = []
 with simulate(sys.argv[1], plugin_import=True):
     if target.package:
         __import__(target.package)
-    names = sorted(written_names(target, catalogue(), "2.13"))
+    names = sorted(written_names(target, load_catalogue(), "2.13"))
     for name in names:
         try:
             resolve(name)
@@ -60,7 +60,7 @@ def test_surface_entries_are_names_fix_writes():
     code tests): a stale entry would hide a replacement that no longer exists."""
     for name in TARGETS:
         t = load_target(name)
-        written = written_names(t, catalogue(), "2.13")
+        written = written_names(t, load_catalogue(), "2.13")
         mirror = {n for n in t.surface if n.startswith(t.module + ".")} - written
         stale = {n for n in set(t.surface) - written - mirror if not n.startswith("torch.distributed.")}
         assert not stale, (name, sorted(stale))

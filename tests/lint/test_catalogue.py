@@ -11,11 +11,11 @@ import ast
 
 import pytest
 
-from opaudit.lint import Settings, catalogue, fix_source, lint_source, load_target, target_names
+from opaudit.lint import Settings, fix_source, lint_source, load_catalogue, load_target, target_names
 from opaudit.lint.catalogue import FIX_CLASSES, GROUPS
 from opaudit.report.lint import explain_text, rules_table
 
-CAT = catalogue()
+CAT = load_catalogue()
 EXAMPLES = [(code, i, ex) for code, rule in CAT.rules.items() for i, ex in enumerate(rule.examples)]
 TARGETS = ["ascend", "biren", "cambricon", "mps", "musa", "neutral", "rocm", "xpu"]
 

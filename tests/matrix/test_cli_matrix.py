@@ -7,14 +7,14 @@ import re
 import torch
 from helpers import run_cli
 
-from opaudit.matrix import database
+from opaudit.matrix import load_database
 from opaudit.matrix.coverage import diff
 
 
 def test_list_marks_each_vendors_default_and_lists_every_release():
     rc, out, err = run_cli("matrix", "list")
     assert rc == 0, err
-    db = database()
+    db = load_database()
     for e in db.entries:
         assert e.key in out, e.key
     # a vendor alone means its newest published release, never a development snapshot
@@ -38,7 +38,8 @@ def test_show_by_package_version_tag_vendor_release_and_vendor_alone():
     assert rc == 0 and out.startswith("ascend@2.6.0.post5")
     rc, out, _ = run_cli("matrix", "show", "ascend@7.3.0")  # a vendor release built for several PyTorch lines
     line = torch.__version__.split("+")[0].rsplit(".", 1)[0]
-    assert rc == 0 and out.split()[0] in {e.key for e in database().by_vendor["ascend"] if e.vendor_release == "7.3.0"}
+    keys = {e.key for e in load_database().by_vendor["ascend"] if e.vendor_release == "7.3.0"}
+    assert rc == 0 and out.split()[0] in keys
     assert f"for PyTorch {line}" in out or "for PyTorch 2.9.0" in out  # the installed line, else the newest
     rc, out, _ = run_cli("matrix", "show", "ascend")
     assert rc == 0 and out.startswith("ascend@2.14.0")
@@ -84,7 +85,7 @@ def test_show_a_user_matrix_with_the_matrix_option(tmp_path):
 def test_diff_lists_gains_and_losses():
     rc, out, err = run_cli("matrix", "diff", "ascend@2.1.0", "ascend@2.2.0", env={"COLUMNS": "250"})
     assert rc == 0, err
-    db = database()
+    db = load_database()
     expected = diff(db.release(db.find("ascend@2.1.0")), db.release(db.find("ascend@2.2.0")))
     native = next(d for d in expected if d.category == "native")
     assert f"native: +{len(native.gained)} -{len(native.lost)}" in out

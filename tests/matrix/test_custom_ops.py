@@ -20,7 +20,7 @@ from opaudit.cli import EXIT_FAIL_ON
 from opaudit.errors import InputError
 from opaudit.matrix import load_matrix
 from opaudit.matrix.registrations import Registration, read
-from opaudit.trace.schema import Trace
+from opaudit.tracing.schema import Trace
 
 NS = "opaudit_custom_test"
 TARGETS = ["cuda@2.13.0", "cpu@2.13.0", "mps@2.13.0", "xpu@2.13", "musa@2.7.1", "ascend@2.13.0",

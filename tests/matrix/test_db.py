@@ -10,7 +10,7 @@ import pytest
 from helpers import ROOT
 
 from opaudit.data import data_dir, tomllib
-from opaudit.matrix import database
+from opaudit.matrix import load_database
 from opaudit.matrix.build import differences, generate
 from opaudit.matrix.sources import ADAPTERS
 
@@ -34,7 +34,7 @@ def test_the_build_is_deterministic(upstream, rebuild):
 
 
 def test_every_vendor_has_releases_and_every_release_its_provenance(upstream):
-    db = database()
+    db = load_database()
     assert set(db.vendors) >= {"cuda", "cpu", "mps"} | (set(ADAPTERS) - {"pytorch"})
     for e in db.entries:
         release = db.release(e)
@@ -53,7 +53,7 @@ def test_every_release_file_passes_the_schema_user_matrices_are_held_to():
     from opaudit.matrix.release import Release
 
     root = data_dir("coverage_db")
-    for e in database().entries:
+    for e in load_database().entries:
         Release.load(root / e.file, validate=True)
 
 

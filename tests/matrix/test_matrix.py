@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from opaudit.errors import InputError
-from opaudit.matrix import Release, database, load_matrix
+from opaudit.matrix import Release, load_database, load_matrix
 from opaudit.matrix.matrix import Matrix
 
 ACME = """
@@ -89,10 +89,10 @@ def test_targets_of_pytorch_itself():
 
 def test_unknown_targets_name_close_matches():
     with pytest.raises(InputError) as e:
-        database().find("cudda")
+        load_database().find("cudda")
     assert "cuda" in e.value.hint
     with pytest.raises(InputError) as e:
-        database().find("cuda@2.99")
+        load_database().find("cuda@2.99")
     assert "2.9" in e.value.hint
 
 

@@ -8,7 +8,7 @@ import pytest
 from helpers import ROOT, run_cli
 
 from opaudit.data import data_dir
-from opaudit.matrix import database, provenance
+from opaudit.matrix import load_database, provenance
 from opaudit.matrix.sources import ADAPTERS
 
 # a research note or a vendor folder's SOURCES.md: files outside the repository, which users cannot open
@@ -58,7 +58,7 @@ def test_every_cited_anchor_is_on_the_page(page):
 
 
 def test_every_adapter_release_cites_its_cpu_fallback_fact():
-    db = database()
+    db = load_database()
     for e in db.entries:
         r = db.release(e)
         if r.vendor in ADAPTERS:  # the releases built from a vendor's plugin (cuda, cpu, mps have no such note)
@@ -66,7 +66,7 @@ def test_every_adapter_release_cites_its_cpu_fallback_fact():
 
 
 def test_caveat_sources_name_public_files_not_the_staged_copies(page):
-    db = database()
+    db = load_database()
     releases = [db.release(e) for e in db.entries]
     staged = {src.staged for r in releases for src in r.sources}
     sources = {c.source for r in releases for c in r.all_caveats()}
@@ -86,7 +86,7 @@ def test_the_page_lists_every_source_of_every_release_with_the_releases_using_it
         sha = re.search(r"`([0-9a-f]{64})`", row)
         assert sha, row
         by_sha.setdefault(sha.group(1), []).append(row)
-    db = database()
+    db = load_database()
     for e in db.entries:
         r = db.release(e)
         for src in r.sources:
@@ -100,7 +100,7 @@ def test_the_page_lists_every_source_of_every_release_with_the_releases_using_it
 def test_the_page_names_public_places_only(page):
     for word in ("shared/", "research", "/work/", "../"):
         assert word not in page, word
-    db = database()
+    db = load_database()
     staged = {src.staged for e in db.entries for src in db.release(e).sources}
     assert not [s for s in staged if s in page]  # where the copies lie here is no public place
     urls = re.findall(r"\]\((https?://[^)\s]+)\)|<(https?://[^>\s]+)>", page)

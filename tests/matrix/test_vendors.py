@@ -4,7 +4,7 @@ holds and every rules/targets/ table that ports code to a vendor says the same."
 from __future__ import annotations
 
 from opaudit.lint.catalogue import load_target, target_names
-from opaudit.matrix.database import database
+from opaudit.matrix.database import load_database
 from opaudit.matrix.vendors import vendors
 
 
@@ -20,7 +20,7 @@ def _exception(release) -> str | None:
 
 
 def test_every_release_has_its_vendor_s_identity():
-    db = database()
+    db = load_database()
     assert set(db.vendors) == set(vendors()), "a vendor of coverage_db without an identity, or one with no release"
     checked = 0
     for name in sorted(db.by_vendor):

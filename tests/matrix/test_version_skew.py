@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from opaudit.data import data_dir, load_toml
-from opaudit.matrix import database, load_matrix
+from opaudit.matrix import load_database, load_matrix
 from opaudit.matrix.matrix import STATUSES, Support, equivalents, worst
 from opaudit.matrix.torchops import load_torch_ops, op_history, version_key
 
@@ -113,7 +113,7 @@ def test_curated_equivalents_name_their_sources_and_fit_the_op_tables():
 
 
 def test_every_release_resolves_with_the_history_loaded():
-    db = database()
+    db = load_database()
     for e in db.entries:
         m = load_matrix(e.key, db=db)
         assert m.history is not None

@@ -11,7 +11,7 @@ from helpers import run_cli
 
 import opaudit
 from opaudit.errors import InputError
-from opaudit.trace.modes import prepare
+from opaudit.tracing.modes import prepare
 from opaudit.zoo.specs import load_spec, split_overrides
 
 TINY_GPT2 = "hf:gpt2?n_layer=1&n_embd=32&n_head=2"

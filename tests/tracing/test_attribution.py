@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import opaudit
-from opaudit.trace.recorder import Recording, recording
+from opaudit.tracing.recorder import Recording, recording
 
 
 def _calls_by_module(trace, op, phase):

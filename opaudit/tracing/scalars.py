@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from opaudit.trace.attribution import SourceLocator
+from opaudit.tracing.attribution import SourceLocator
 
 UserOracle = Callable[[torch.Tensor, str | None], Any]
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import opaudit
-from opaudit.trace.modes import choose, prepare
+from opaudit.tracing.modes import choose, prepare
 
 
 def _op_set(trace):

@@ -8,7 +8,7 @@ from torch import nn
 
 import opaudit
 from opaudit.data import load_toml
-from opaudit.trace.autocast import cuda_policy
+from opaudit.tracing.autocast import cuda_policy
 
 
 class _Block(nn.Module):

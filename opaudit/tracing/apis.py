@@ -32,8 +32,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from opaudit.trace.choices import choice_entries
-from opaudit.trace.patching import Patches
+from opaudit.tracing.choices import choice_entries
+from opaudit.tracing.patching import Patches
 
 _CIA = "CompositeImplicitAutograd"
 _BUILTIN = (type(torch.relu), type(torch._C.TensorBase.relu))  # builtin function, method descriptor
@@ -128,7 +128,7 @@ def _wrapper(original: Callable, key: str) -> Callable:
     hit = _wrappers.get(id(original))
     if hit is not None and hit[0] is original:
         return hit[1]
-    from opaudit.trace.recorder import DEVICE, _placement, _shapes, _signature
+    from opaudit.tracing.recorder import DEVICE, _placement, _shapes, _signature
 
     active = _active
     current_mode = _get_current_dispatch_mode

@@ -290,7 +290,7 @@ def _parse(text: str, data: Any, origin: str) -> Trace:
             raise header from None
         raise InputError(f"{origin} is damaged: {_describe(e)}",
                          hint="the trace format is documented in docs/trace-format.md "
-                              "(JSON Schema: opaudit/trace/trace.schema.json)") from None
+                              "(JSON Schema: opaudit/tracing/trace.schema.json)") from None
     for i, r in enumerate(doc.records):
         for name, value, allowed in (("kind", r.kind, KINDS), ("phase", r.phase, PHASES), ("where", r.where, PLACES)):
             if value not in allowed:

@@ -14,7 +14,7 @@ from torch import nn
 
 import opaudit
 from opaudit.report.audit import markdown_text, to_json
-from opaudit.trace.apis import api_ops
+from opaudit.tracing.apis import api_ops
 
 SCHEMA = json.loads((Path(opaudit.__file__).parent / "report" / "audit.schema.json").read_text())
 OLD_CUDA = ["cuda@2.0.0", "cuda@2.1.0", "cuda@2.2.0", "cuda@2.3.0"]

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from opaudit.data import load_toml
-from opaudit.trace.patching import Patches
+from opaudit.tracing.patching import Patches
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from opaudit.errors import InputError, UserCodeError, describe_exception, user_frames
-from opaudit.trace.device import check_device, on_device, simulated_meta
-from opaudit.trace.recorder import TraceStopped
-from opaudit.trace.run import Recorder
-from opaudit.trace.schema import Trace
+from opaudit.tracing.device import check_device, on_device, simulated_meta
+from opaudit.tracing.recorder import TraceStopped
+from opaudit.tracing.run import Recorder
+from opaudit.tracing.schema import Trace
 
 
 def locate(target: str, module: bool) -> tuple[str, str]:

@@ -29,11 +29,11 @@ from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode_temporaril
 from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_dispatch_mode
 
 from opaudit.matrix.registrations import read as read_registration
-from opaudit.trace.apis import ApiWatch
-from opaudit.trace.attribution import HINT_NONE, HINT_OPTIMIZER, ModuleStack, source_locator
-from opaudit.trace.autocast import policy_dtypes
-from opaudit.trace.choices import ChoiceWatch
-from opaudit.trace.scalars import ScalarOracle
+from opaudit.tracing.apis import ApiWatch
+from opaudit.tracing.attribution import HINT_NONE, HINT_OPTIMIZER, ModuleStack, source_locator
+from opaudit.tracing.autocast import policy_dtypes
+from opaudit.tracing.choices import ChoiceWatch
+from opaudit.tracing.scalars import ScalarOracle
 
 Tensor = torch.Tensor
 # the caller of the dispatch: _getframe(0).f_back, since _getframe(1) raises on an autograd device thread,
@@ -239,7 +239,7 @@ class Recording:
     # -- result -------------------------------------------------------------------------------------
     def records(self):
         """(records, modules, sources) in plain form; run.py wraps them into a Trace."""
-        from opaudit.trace.schema import OpRecord
+        from opaudit.tracing.schema import OpRecord
 
         locations: dict[tuple, str] = {}
         sources: dict[str, str] = {}

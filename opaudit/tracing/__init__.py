@@ -1,8 +1,8 @@
 """trace/: what the model runs -> a Trace (see DESIGN.md and docs/trace-format.md)."""
 
-from opaudit.trace.recorder import TraceStopped
-from opaudit.trace.run import Recorder, default_loss, default_optimizer, record, trace
-from opaudit.trace.schema import SCHEMA_VERSION, OpRecord, Trace, TraceMeta, load_trace
+from opaudit.tracing.recorder import TraceStopped
+from opaudit.tracing.run import Recorder, default_loss, default_optimizer, record, trace
+from opaudit.tracing.schema import SCHEMA_VERSION, OpRecord, Trace, TraceMeta, load_trace
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import opaudit
-from opaudit.trace.choices import choice_entries
+from opaudit.tracing.choices import choice_entries
 
 
 def _ops(trace, **match):

@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opaudit.errors import InputError
-from opaudit.matrix import Database, Matrix, Support, database, load_matrix
+from opaudit.matrix import Database, Matrix, Support, load_database, load_matrix
 from opaudit.matrix.matrix import STATUSES, dtype_names
 from opaudit.matrix.torchops import version_key
-from opaudit.trace.schema import PHASES, Trace
+from opaudit.tracing.schema import PHASES, Trace
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -282,7 +282,7 @@ def audit(trace: Trace, targets: Sequence[str | Matrix] | None = None, *, landsc
     is resolved too (not selected), for the cross-vendor view. ``fallback``: the statistics
     (fallback.Stats) of runs of the same code with opaudit's fallback, shown beside the audit.
     """
-    db = db or database()
+    db = db or load_database()
     matrices: dict[str, Matrix] = {}
     selected: list[str] = []
     names = list(targets) if targets else default_targets(db)
@@ -315,7 +315,7 @@ def audit(trace: Trace, targets: Sequence[str | Matrix] | None = None, *, landsc
 
 def default_targets(db: Database | None = None) -> list[str]:
     """The newest published release of every vendor, and of CUDA and MPS (not of the CPU itself)."""
-    db = db or database()
+    db = db or load_database()
     return [db.newest(v).key for v in db.vendors if v != "cpu"]
 
 

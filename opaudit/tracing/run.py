@@ -15,13 +15,13 @@ from torch.utils import _pytree as pytree
 
 import opaudit
 from opaudit.errors import OpauditError, UserCodeError, describe_exception, user_frames
-from opaudit.trace.attribution import source_locator
-from opaudit.trace.autocast import AMP_DTYPES, CudaAutocast
-from opaudit.trace.device import check_device, on_device, simulated_meta
-from opaudit.trace.modes import MODES, prepare, twin
-from opaudit.trace.recorder import Recording, TraceStopped, recording
-from opaudit.trace.scalars import ScalarOracle, UserOracle
-from opaudit.trace.schema import PHASES, Trace, TraceMeta
+from opaudit.tracing.attribution import source_locator
+from opaudit.tracing.autocast import AMP_DTYPES, CudaAutocast
+from opaudit.tracing.device import check_device, on_device, simulated_meta
+from opaudit.tracing.modes import MODES, prepare, twin
+from opaudit.tracing.recorder import Recording, TraceStopped, recording
+from opaudit.tracing.scalars import ScalarOracle, UserOracle
+from opaudit.tracing.schema import PHASES, Trace, TraceMeta
 
 
 def build_trace(rec: Recording, *, mode: str, mode_reason: str, train: bool, steps: int = 0,

@@ -10,7 +10,7 @@ import pytest
 
 import opaudit
 from opaudit.errors import InputError
-from opaudit.trace.schema import SCHEMA_VERSION, Trace
+from opaudit.tracing.schema import SCHEMA_VERSION, Trace
 
 SCHEMA = json.loads((Path(opaudit.__file__).parent / "trace" / "trace.schema.json").read_text())
 
@@ -113,7 +113,7 @@ def test_the_schema_and_the_reader_know_the_same_keys():
     from dataclasses import MISSING, fields
 
     from opaudit.matrix.registrations import Registration
-    from opaudit.trace.schema import OpRecord, TraceMeta, _Document
+    from opaudit.tracing.schema import OpRecord, TraceMeta, _Document
 
     def keys(cls):
         return {f.name for f in fields(cls)}, {f.name for f in fields(cls)
