@@ -41,7 +41,7 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
         "from opaudit.report import render;"
         "a = opaudit.audit(t, ['ascend@2.6.0.post5']);"
         "print(a.verdict('ascend').verdict, len(render(a, 'html')) > 10000, len(a.verdicts));"
-        "from opaudit.lint import Settings, fix_source, catalogue;"
+        "from opaudit.lint import Settings, fix_source, load_catalogue;"
         "print(len(load_catalogue().rules), fix_source(b'import torch\\ntorch.cuda.synchronize()\\n',"
         " Settings(target='musa')).new.decode().splitlines()[-1]);"
         "from opaudit.matrix import provenance;"

@@ -130,7 +130,7 @@ class SourceLocator:
         self._internal = (_dir_of(torch), opaudit_dir)
         # opaudit's driver calls the model, the default loss and the optimizer: a walk that reaches it
         # found no user line (the recorder's own frames, by contrast, sit under every op: skipped)
-        self._driver = os.path.join(opaudit_dir, "trace", "run.py")
+        self._driver = os.path.join(opaudit_dir, "tracing", "run.py")
         stdlib = []
         for key in ("stdlib", "platstdlib"):
             p = sysconfig.get_paths().get(key)

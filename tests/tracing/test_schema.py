@@ -12,7 +12,7 @@ import opaudit
 from opaudit.errors import InputError
 from opaudit.tracing.schema import SCHEMA_VERSION, Trace
 
-SCHEMA = json.loads((Path(opaudit.__file__).parent / "trace" / "trace.schema.json").read_text())
+SCHEMA = json.loads((Path(opaudit.__file__).parent / "tracing" / "trace.schema.json").read_text())
 
 
 def test_saved_trace_validates_and_round_trips(resnet_train, tmp_path):
