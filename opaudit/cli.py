@@ -160,14 +160,15 @@ def _lint_for_report(result: Any, paths: list[Path]) -> list[dict[str, str]]:
     """The lint findings of ``paths`` for the report, with the replacements of the first selected target's
     vendor where the linter knows it (else the device-neutral ones)."""
     from opaudit.lint import Settings, run, target_names
-    from opaudit.report.lint import _rel
+    from opaudit.report.lint import relative_path
 
     vendor = result.verdicts[result.selected[0]].vendor if result.selected else ""
     settings = Settings(target=vendor if vendor in target_names() else "neutral")
     findings = run([str(p) for p in paths], settings).findings
     out.print(f"lint ({settings.target}): {len(findings)} finding{'s' if len(findings) != 1 else ''} in "
               f"{', '.join(str(p) for p in paths)}", markup=False, highlight=False)
-    return [{"code": f.code, "where": f"{_rel(f.path)}:{f.line}:{f.col}", "message": f.message} for f in findings]
+    return [{"code": f.code, "where": f"{relative_path(f.path)}:{f.line}:{f.col}", "message": f.message}
+            for f in findings]
 
 
 def _finish(trace: opaudit.Trace, json_path: Path | None, top: int | None, quiet: bool,

@@ -53,7 +53,7 @@ def payload(a: Audit) -> dict[str, Any]:
     }
 
 
-def _script_json(data: Any) -> str:
+def script_json(data: Any) -> str:
     """JSON that is safe inside a <script> element whatever the strings hold (</script>, <!--)."""
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace(
@@ -99,7 +99,7 @@ def html_text(a: Audit, *, title: str | None = None, lint: Any = None) -> str:
         skew_span=skew_span,
         landscape=a.landscape(),
         released=len(a.verdicts),
-        data_json=_script_json(payload(a)),
+        data_json=script_json(payload(a)),
         version=__version__,
         lint=lint,
         fallback=a.fallback,

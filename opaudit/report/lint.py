@@ -19,7 +19,8 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {"safe": "warning", "unsafe": "warning", "suggestion": "warning", "report": "note"}
 
 
-def _rel(path: str) -> str:
+def relative_path(path: str) -> str:
+    """``path`` relative to the working folder when it lies inside it (as findings are shown), else as given."""
     try:
         rel = os.path.relpath(path)
     except ValueError:
@@ -34,7 +35,7 @@ def text(findings: list[Finding], errors: list[str], *, fixed: int = 0, unsafe_f
     lines = []
     for f in findings:
         mark = "[*] " if f.fixable and (f.fix == "safe" or unsafe_fixes) else "[?] " if f.fixable else ""
-        line = f"{_rel(f.path)}:{f.line}:{f.col}: {f.code} {mark}{f.message}"
+        line = f"{relative_path(f.path)}:{f.line}:{f.col}: {f.code} {mark}{f.message}"
         if f.fix == "suggestion" and f.replacement:
             line += f"\n    suggestion: {f.replacement}"
         lines.append(line)
@@ -65,7 +66,7 @@ def to_json(findings: list[Finding], errors: list[str], *, target: str, fixed: i
         "opaudit": __version__,
         "target": target,
         "fixed": fixed,
-        "findings": [{**f.to_json(), "path": _rel(f.path), "fixable": f.fixable} for f in findings],
+        "findings": [{**f.to_json(), "path": relative_path(f.path), "fixable": f.fixable} for f in findings],
         "errors": errors,
     }
 
@@ -97,7 +98,7 @@ def sarif(findings: list[Finding], errors: list[str], catalogue: Catalogue, *, t
         })
     results = []
     for f in findings:
-        uri = Path(_rel(f.path)).as_posix()
+        uri = Path(relative_path(f.path)).as_posix()
         result: dict[str, Any] = {
             "ruleId": f.code,
             "ruleIndex": index[f.code],
@@ -143,7 +144,8 @@ def github(findings: list[Finding], errors: list[str]) -> str:
     out = []
     for f in findings:
         level = "notice" if f.fix == "report" else "warning"
-        props = (f"title={_escape(f'opaudit ({f.code})', prop=True)},file={_escape(_rel(f.path), prop=True)},"
+        where = _escape(relative_path(f.path), prop=True)
+        props = (f"title={_escape(f'opaudit ({f.code})', prop=True)},file={where},"
                  f"line={f.line},col={f.col},endLine={f.end_line},endColumn={f.end_col}")
         out.append(f"::{level} {props}::{_escape(f'{f.code} {f.message}')}")
     out += [f"::error title=opaudit::{_escape(e)}" for e in errors]
@@ -204,5 +206,5 @@ def _indent(code: str) -> str:
     return "\n".join("    " + ln for ln in code.rstrip("\n").splitlines())
 
 
-__all__ = ["FIX_CLASSES", "FORMATS", "explain_text", "github", "json_text", "rules_table", "sarif", "sarif_text",
-           "statistics", "text", "to_json"]
+__all__ = ["FIX_CLASSES", "FORMATS", "explain_text", "github", "json_text", "relative_path", "rules_table", "sarif",
+           "sarif_text", "statistics", "text", "to_json"]

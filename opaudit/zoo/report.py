@@ -99,7 +99,7 @@ def html_text(z: ZooResult, *, title: str = "opaudit zoo") -> str:
     import jinja2
 
     from opaudit.data import data_dir
-    from opaudit.report.html import VERDICT_COLOURS, _script_json
+    from opaudit.report.html import VERDICT_COLOURS, script_json
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(data_dir("reports"))),
                              autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
@@ -112,7 +112,7 @@ def html_text(z: ZooResult, *, title: str = "opaudit zoo") -> str:
                                     for t in r.get("targets", [])}} for r in z.records],
             "colours": {**VERDICT_COLOURS, "error": "#555b66"}}
     ok = sum(r["status"] == "ok" for r in z.records)
-    return env.get_template("zoo.html.j2").render(title=title, data_json=_script_json(data), version=__version__,
+    return env.get_template("zoo.html.j2").render(title=title, data_json=script_json(data), version=__version__,
                                                    models=len(z.records), traced=ok, targets=z.targets,
                                                    train=z.train, colours=data["colours"])
 
