@@ -1,0 +1,154 @@
+"""The options more than one command takes, each declared once as a typed alias (``Annotated[type,
+typer.Option(...)]``) that every command taking it uses, and the choices they offer.
+
+An option whose meaning differs between commands (``run --html`` also traces the run; ``fix --target``
+is required) is declared where its command is, under its own help text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from opaudit.errors import InputError, OpauditError
+
+# -- choices ------------------------------------------------------------------------------------------------
+
+
+class Mode(str, Enum):
+    auto = "auto"
+    real = "real"
+    meta = "meta"
+    fake = "fake"
+
+
+class Amp(str, Enum):
+    fp16 = "fp16"
+    bf16 = "bf16"
+
+
+class Device(str, Enum):
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+class FailOn(str, Enum):  # auditing.FAIL_ON, worst first
+    missing = "missing"
+    version_skew = "version_skew"
+    unknown = "unknown"
+    cpu_fallback = "cpu_fallback"
+    composite = "composite"
+
+
+class LintFormat(str, Enum):
+    text = "text"
+    json = "json"
+    sarif = "sarif"
+    github = "github"
+
+
+EXIT_FAIL_ON = 1  # --fail-on: a selected target has an op at that level or worse
+EXIT_FINDINGS = 1  # lint: findings remain; fix --diff: there are changes to make
+
+# -- what to check a trace against, and where the reports go: scan, trace, report ----------------------------
+
+TARGET_HELP = ("Target to check (repeatable): vendor, vendor@release, a matrix file, or 'all' (every release). "
+               "Default: the newest published release of every vendor.")
+FAIL_ON_HELP = ("Exit with 1 when a selected target has an op at this level or a worse one. Levels, worst first: "
+                "missing, version_skew, unknown, cpu_fallback, composite (so 'unknown' also trips on missing and "
+                "version_skew: a gate that never passes on ops the data knows nothing about).")
+
+Targets = Annotated[list[str] | None, typer.Option("--target", "-t", help=TARGET_HELP)]
+Matrices = Annotated[list[Path] | None, typer.Option("--matrix", help="A user-supplied matrix file to check against "
+                                                     "too (repeatable); see docs/matrix-format.md.")]
+NoAudit = Annotated[bool, typer.Option("--no-audit", help="Only trace; check no target.")]
+FailOnLevel = Annotated[FailOn | None, typer.Option("--fail-on", help=FAIL_ON_HELP)]
+HtmlPath = Annotated[Path | None, typer.Option("--html", help="Write the self-contained HTML report here.")]
+CsvPath = Annotated[Path | None, typer.Option("--csv", help="Write one row per op x phase x target as CSV here.")]
+MarkdownPath = Annotated[Path | None, typer.Option("--markdown", "--md", help="Write a Markdown summary here.")]
+AuditJsonPath = Annotated[Path | None, typer.Option("--audit-json", help="Write the audit as JSON here.")]
+AlsoLint = Annotated[list[Path] | None, typer.Option("--lint", help="Also lint these files or folders (repeatable); "
+                                                     "their findings join the HTML report.")]
+
+
+@dataclass
+class AuditOptions:
+    """The audit options of one command line, as given."""
+
+    targets: list[str] | None = None
+    matrices: list[Path] | None = None
+    no_audit: bool = False
+    fail_on: FailOn | None = None
+    html: Path | None = None
+    csv: Path | None = None
+    markdown: Path | None = None
+    audit_json: Path | None = None
+    lint: list[Path] | None = None
+
+    def outputs(self) -> dict[str, Path]:
+        pairs = (("html", self.html), ("csv", self.csv), ("markdown", self.markdown), ("json", self.audit_json))
+        return {fmt: p for fmt, p in pairs if p is not None}
+
+    def check(self) -> None:
+        """Before a long trace: the targets exist and every output can be written."""
+        from opaudit.matrix import load_matrix
+        from opaudit.report import check_writable
+
+        if self.no_audit and (self.targets or self.matrices or self.fail_on or self.outputs()):
+            raise OpauditError("--no-audit cannot be combined with targets, --fail-on or report outputs")
+        for t in self.targets or []:
+            if t.strip().lower() != "all":
+                load_matrix(t)
+        for m in self.matrices or []:
+            load_matrix(str(m))
+        for path in self.outputs().values():
+            check_writable(path)
+        for path in self.lint or []:
+            if not path.exists():
+                raise InputError(f"--lint {path}: no such file or directory")
+
+
+# -- how a model or a script is traced: scan, zoo, trace, run --------------------------------------------------
+
+DEVICE_HELP = ("The device the code runs on: cuda, simulated on the CPU (no GPU needed), so the code takes its "
+               "CUDA branches (autocast, fused optimizers); cpu traces the CPU path.")
+
+Train = Annotated[bool, typer.Option("--train", help="Trace a training step too: loss, backward and optimizer steps "
+                                     "after the forward pass.")]
+TraceMode = Annotated[Mode, typer.Option("--mode", help="Where tensors live while tracing: real CPU tensors, meta (no "
+                                         "memory), fake; auto picks real when the model fits comfortably, else "
+                                         "meta.")]
+ModelDevice = Annotated[Device, typer.Option("--device", help=DEVICE_HELP + " Meta and fake modes trace on their "
+                                             "own tensors.")]
+ScriptDevice = Annotated[Device, typer.Option("--device", help=DEVICE_HELP)]
+Shapes = Annotated[bool, typer.Option("--shapes", help="Record input shapes too (more, finer records).")]
+TraceJsonPath = Annotated[Path | None, typer.Option("--json", help="Write the trace as JSON to this path.")]
+Top = Annotated[int | None, typer.Option("--top", min=1, help="Show at most this many ops per phase.")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the op table.")]
+ScriptIsModule = Annotated[bool, typer.Option("-m", help="The script is a module name, run as python -m runs it.")]
+
+# -- which files and rules: lint, fix ----------------------------------------------------------------------
+
+SourcePaths = Annotated[list[str] | None, typer.Argument(help="Files or folders to check; - reads standard input.")]
+Select = Annotated[list[str] | None, typer.Option("--select", help="Rule codes or prefixes to check (OA1, OA401; "
+                                                  "comma-separated or repeated); ALL for every rule.")]
+ExtendSelect = Annotated[list[str] | None, typer.Option("--extend-select", help="Codes to add to the selection.")]
+Ignore = Annotated[list[str] | None, typer.Option("--ignore", help="Codes or prefixes to leave out.")]
+Exclude = Annotated[list[str] | None, typer.Option("--exclude", "--extend-exclude", help="File or folder patterns to "
+                                                   "skip (besides the defaults).")]
+RespectGitignore = Annotated[bool | None, typer.Option("--respect-gitignore/--no-respect-gitignore", help="Skip what "
+                                                       ".gitignore, .ignore and git's exclude file ignore (default: "
+                                                       "yes).")]
+ForceExclude = Annotated[bool | None, typer.Option("--force-exclude/--no-force-exclude", help="Apply the exclusions "
+                                                   "to files named on the command line too.")]
+MinTorch = Annotated[str | None, typer.Option("--min-torch", help="The oldest torch the code must run on (gates the "
+                                              "neutral rewrites).")]
+StdinFilename = Annotated[str | None, typer.Option("--stdin-filename", help="The name of the file read from -.")]
+LintOutputFormat = Annotated[LintFormat, typer.Option("--output-format", help="How to print the findings that "
+                                                     "remain.")]
+LintStatistics = Annotated[bool, typer.Option("--statistics", help="Count the findings that remain per rule "
+                                              "instead.")]
+LintJobs = Annotated[int | None, typer.Option("--jobs", "-j", help="Processes (default: one per CPU).")]
