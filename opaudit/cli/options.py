@@ -56,22 +56,27 @@ EXIT_FINDINGS = 1  # lint: findings remain; fix --diff: there are changes to mak
 # -- what to check a trace against, and where the reports go: scan, trace, report ----------------------------
 
 TARGET_HELP = ("Target to check (repeatable): vendor, vendor@release, a matrix file, or 'all' (every release). "
-               "Default: the newest published release of every vendor.")
-FAIL_ON_HELP = ("Exit with 1 when a selected target has an op at this level or a worse one. Levels, worst first: "
-                "missing, version_skew, unknown, cpu_fallback, composite (so 'unknown' also trips on missing and "
-                "version_skew: a gate that never passes on ops the data knows nothing about).")
+               "Default: the newest published release of every vendor.")  # zoo's --target takes no matrix file
+FAIL_ON_HELP = ("Exit with 1 (after writing the reports) when a selected target has an op at this level or a worse "
+                "one. Levels, worst first: missing, version_skew, unknown, cpu_fallback, composite. --fail-on X "
+                "fails on X and on every level before it: --fail-on unknown fails on unknown, version_skew and "
+                "missing (a gate that never passes on ops the data knows nothing about); cpu_fallback also counts "
+                "ops only opaudit's fallback runs.")
 
-Targets = Annotated[list[str] | None, typer.Option("--target", "-t", help=TARGET_HELP)]
-Matrices = Annotated[list[Path] | None, typer.Option("--matrix", help="A user-supplied matrix file to check against "
-                                                     "too (repeatable); see docs/matrix-format.md.")]
-NoAudit = Annotated[bool, typer.Option("--no-audit", help="Only trace; check no target.")]
+Targets = Annotated[list[str] | None, typer.Option("--target", "-t", metavar="TARGET", help=TARGET_HELP)]
+Matrices = Annotated[list[Path] | None, typer.Option(
+    "--matrix", metavar="FILE", help="A user-supplied matrix file to check against too (repeatable); see "
+    "docs/matrix-format.md.")]
+NoAudit = Annotated[bool, typer.Option("--no-audit", help="Check no target: no verdicts, reports or --fail-on; only "
+                                       "the trace's ops are shown.")]
 FailOnLevel = Annotated[FailOn | None, typer.Option("--fail-on", help=FAIL_ON_HELP)]
 HtmlPath = Annotated[Path | None, typer.Option("--html", help="Write the self-contained HTML report here.")]
 CsvPath = Annotated[Path | None, typer.Option("--csv", help="Write one row per op x phase x target as CSV here.")]
 MarkdownPath = Annotated[Path | None, typer.Option("--markdown", "--md", help="Write a Markdown summary here.")]
 AuditJsonPath = Annotated[Path | None, typer.Option("--audit-json", help="Write the audit as JSON here.")]
-AlsoLint = Annotated[list[Path] | None, typer.Option("--lint", help="Also lint these files or folders (repeatable); "
-                                                     "their findings join the HTML report.")]
+AlsoLint = Annotated[list[Path] | None, typer.Option(
+    "--lint", metavar="PATH", help="Also lint these files or folders (repeatable); their findings join the HTML "
+    "report.")]
 
 
 @dataclass
@@ -132,18 +137,21 @@ ScriptIsModule = Annotated[bool, typer.Option("-m", help="The script is a module
 
 # -- which files and rules: lint, fix ----------------------------------------------------------------------
 
-SourcePaths = Annotated[list[str] | None, typer.Argument(help="Files or folders to check; - reads standard input.")]
-Select = Annotated[list[str] | None, typer.Option("--select", help="Rule codes or prefixes to check (OA1, OA401; "
-                                                  "comma-separated or repeated); ALL for every rule.")]
-ExtendSelect = Annotated[list[str] | None, typer.Option("--extend-select", help="Codes to add to the selection.")]
-Ignore = Annotated[list[str] | None, typer.Option("--ignore", help="Codes or prefixes to leave out.")]
-Exclude = Annotated[list[str] | None, typer.Option("--exclude", "--extend-exclude", help="File or folder patterns to "
-                                                   "skip (besides the defaults).")]
-RespectGitignore = Annotated[bool | None, typer.Option("--respect-gitignore/--no-respect-gitignore", help="Skip what "
-                                                       ".gitignore, .ignore and git's exclude file ignore (default: "
-                                                       "yes).")]
-ForceExclude = Annotated[bool | None, typer.Option("--force-exclude/--no-force-exclude", help="Apply the exclusions "
-                                                   "to files named on the command line too.")]
+SourcePaths = Annotated[list[str] | None, typer.Argument(
+    metavar="PATH", help="Files or folders to check; - reads standard input.")]
+Select = Annotated[list[str] | None, typer.Option(
+    "--select", metavar="CODES", help="Rule codes or prefixes to check (OA1, OA401; comma-separated or repeated); "
+    "ALL for every rule.")]
+ExtendSelect = Annotated[list[str] | None, typer.Option(
+    "--extend-select", metavar="CODES", help="Codes to add to the selection.")]
+Ignore = Annotated[list[str] | None, typer.Option("--ignore", metavar="CODES", help="Codes or prefixes to leave out.")]
+Exclude = Annotated[list[str] | None, typer.Option(
+    "--exclude", "--extend-exclude", metavar="PATTERN", help="File or folder patterns to skip (besides the defaults).")]
+RespectGitignore = Annotated[bool | None, typer.Option(
+    "--respect-gitignore/--no-respect-gitignore", help="Skip what .gitignore, .ignore and git's exclude file ignore "
+    "(default: yes).")]
+ForceExclude = Annotated[bool | None, typer.Option(
+    "--force-exclude/--no-force-exclude", help="Apply the exclusions to files named on the command line too.")]
 MinTorch = Annotated[str | None, typer.Option("--min-torch", help="The oldest torch the code must run on (gates the "
                                               "neutral rewrites).")]
 StdinFilename = Annotated[str | None, typer.Option("--stdin-filename", help="The name of the file read from -.")]

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from opaudit.cli.console import err, out, print_lines, user_errors
-from opaudit.cli.options import Device, Mode, ModelDevice, Targets, TraceMode, Train
+from opaudit.cli.options import Device, Mode, ModelDevice, TraceMode, Train
 from opaudit.errors import OpauditError
 
 
@@ -27,7 +27,10 @@ def zoo(
     all_of: Annotated[str | None, typer.Option("--all", metavar="LIBRARY", help="Every model of a library: hf (every "
                                                "transformers model type with a task head, default "
                                                "configuration).")] = None,
-    targets: Targets = None,
+    targets: Annotated[list[str] | None, typer.Option("--target", "-t", metavar="TARGET", help="Target to check "
+                                                      "(repeatable): vendor, vendor@release, or 'all' (every "
+                                                      "release). Default: the newest published release of every "
+                                                      "vendor.")] = None,
     train: Train = False,
     mode: TraceMode = Mode.auto,
     device: ModelDevice = Device.cuda,
