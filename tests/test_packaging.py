@@ -27,6 +27,7 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
     assert {f"opaudit/_data/{t}" for t in templates} <= set(names), "a file of reports/ is missing from pyproject"
     assert not any(n.startswith("opaudit/_data/reports/examples/") for n in names)  # the examples stay out
     assert "opaudit_fallback.pth" in names  # OPAUDIT_FALLBACK=target, at the top of site-packages
+    assert {"opaudit/cli/__init__.py", "opaudit/cli/options.py", "opaudit/__main__.py"} <= set(names)
 
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
@@ -57,3 +58,6 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
     assert verdict == "runs" and html == "True" and int(releases) > 150  # coverage_db and the template too
     assert out[4] == "102 torch.musa.synchronize()"  # the rule catalogue and the target tables too
     assert out[5] == f"{target / 'opaudit' / '_data' / 'coverage_db' / 'SOURCES.md'} True"  # what matrix show names
+    cli = subprocess.run([sys.executable, "-m", "opaudit", "report", "--help"], check=True, capture_output=True,
+                         text=True, cwd=tmp_path, env=env).stdout
+    assert "--fail-on" in cli and "Usage: opaudit report" in cli  # the command line, from the wheel
