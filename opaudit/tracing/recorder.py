@@ -251,7 +251,7 @@ class Recording:
                 src = locations.get(loc)
                 if src is None:
                     filename, line = self.locator.resolve(loc)
-                    src = locations[loc] = f"{_display_path(filename)}:{line}"
+                    src = locations[loc] = f"{display_path(filename)}:{line}"
                     code = linecache.getline(filename, line).strip()
                     if code:
                         sources[src] = code
@@ -380,8 +380,9 @@ def _site_dirs() -> tuple[str, ...]:
     return tuple(sorted({os.path.realpath(d) + os.sep for d in dirs}, key=len, reverse=True))
 
 
-def _display_path(filename: str) -> str:
-    """Relative to site-packages for installed packages, else to the working directory when below it."""
+def display_path(filename: str) -> str:
+    """``filename`` as reports show it: relative to site-packages for installed packages, else to the working
+    directory when below it (``train.py``), else absolute. The rehearsal's statistics show lines the same way."""
     if not os.path.isabs(filename):
         return filename
     full = os.path.realpath(filename)
