@@ -33,11 +33,11 @@ from typing import Any
 import torch
 
 from opaudit.errors import InputError
-from opaudit.fallback.choose import Chooser, decomposing, decomposition, op_name, run_decomposition
+from opaudit.fallback.choose import Chooser, cpu_impl, decomposing, decomposition, op_name, run_decomposition
 from opaudit.fallback.live import run_fallback
 from opaudit.fallback.paths import detours, limit
-from opaudit.fallback.references import AS_GENERIC_PATH, RehearsalLimit, cpu_impl, limit_message
-from opaudit.fallback.roundtrip import _arg, signature
+from opaudit.fallback.references import AS_GENERIC_PATH, RehearsalLimit, limit_message
+from opaudit.fallback.roundtrip import argument, signature
 from opaudit.fallback.stats import OpStat, Stats, user_line
 from opaudit.matrix.registrations import read as read_registration
 
@@ -284,14 +284,14 @@ def run_native(func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
     out = fn(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
     sig = signature(func)
     for pos, name in sig.writes:
-        _refresh(_arg(args, kwargs, pos, name))
+        _refresh(argument(args, kwargs, pos, name))
     if not sig.returns:
         return out
     to = kwargs.get("device")
     if to is not None and torch.device(to).type != _device.name:  # a copy to the host (.cpu()): a CPU tensor
         return out
     results = [
-        _arg(args, kwargs, ret[1], ret[2]) if ret is not None and ret[0] == "write" else _wrap(r, index)
+        argument(args, kwargs, ret[1], ret[2]) if ret is not None and ret[0] == "write" else _wrap(r, index)
         for ret, r in zip(sig.returns, out if len(sig.returns) > 1 else (out,), strict=True)
     ]
     return tuple(results) if len(sig.returns) > 1 else results[0]
@@ -591,7 +591,7 @@ def _round_trip(func: Any, s: OpStat, args: tuple, kwargs: dict[str, Any]) -> An
     host, its results and the arguments it writes back."""
     s.to_host += _bytes((args, kwargs))
     out = run_native(func, args, kwargs)
-    s.to_device += _bytes(out) + sum(_bytes(_arg(args, kwargs, p, n)) for p, n in signature(func).writes)
+    s.to_device += _bytes(out) + sum(_bytes(argument(args, kwargs, p, n)) for p, n in signature(func).writes)
     return out
 
 
