@@ -29,14 +29,24 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from opaudit.fallback import checkpoint
+from opaudit.fallback import checkpoint, memory
 from opaudit.fallback.patches import Patches
-from opaudit.fallback.tensor import SimTensor, memory_allocated, state
+from opaudit.fallback.tensor import SimTensor, state
 
 if TYPE_CHECKING:
     from opaudit.fallback.simulator import Simulator
 
 _TOTAL_MEMORY = 64 * 2**30  # what memory queries report as the device's size (no real device to ask)
+
+
+def _index(device: Any) -> int:
+    """The device index a memory query names (an int, ``"npu:1"``, a torch.device; None: the current one)."""
+    if device is None:
+        return state.current
+    if isinstance(device, int):
+        return device
+    index = torch.device(device).index
+    return state.current if index is None else index
 
 
 class _Event:
@@ -155,34 +165,38 @@ class SimDevice(types.ModuleType):
     def get_device_capability(self, device: Any = None) -> None:
         return None
 
-    # memory
+    # memory: counted as storages are created and freed (memory.py)
     def memory_allocated(self, device: Any = None) -> int:
-        return memory_allocated()
+        return memory.counts(_index(device)).allocated
 
     def max_memory_allocated(self, device: Any = None) -> int:
-        self.memory_allocated()
-        return state.peak
+        return memory.counts(_index(device)).peak
 
     def memory_reserved(self, device: Any = None) -> int:
-        return self.memory_allocated()
+        return memory.counts(_index(device)).reserved
 
     def max_memory_reserved(self, device: Any = None) -> int:
-        return self.max_memory_allocated()
+        return memory.counts(_index(device)).peak_reserved
 
     def reset_peak_memory_stats(self, device: Any = None) -> None:
-        state.peak = 0
+        memory.reset_peak(_index(device))
 
     reset_max_memory_allocated = reset_peak_memory_stats
+    reset_max_memory_cached = reset_peak_memory_stats
 
     def empty_cache(self) -> None:
-        pass
+        memory.empty_cache()
 
     def mem_get_info(self, device: Any = None) -> tuple[int, int]:
-        return _TOTAL_MEMORY - self.memory_allocated(), _TOTAL_MEMORY
+        return _TOTAL_MEMORY - memory.counts(_index(device)).reserved, _TOTAL_MEMORY
 
     def memory_stats(self, device: Any = None) -> dict[str, int]:
-        now = self.memory_allocated()
-        return {"allocated_bytes.all.current": now, "allocated_bytes.all.peak": state.peak}
+        c = memory.counts(_index(device))
+        return {"allocated_bytes.all.current": c.allocated, "allocated_bytes.all.peak": c.peak,
+                "allocated_bytes.all.allocated": c.allocated_total, "allocated_bytes.all.freed": c.freed_total,
+                "active_bytes.all.current": c.allocated, "active_bytes.all.peak": c.peak,
+                "reserved_bytes.all.current": c.reserved, "reserved_bytes.all.peak": c.peak_reserved,
+                "allocation.all.current": c.allocations}
 
     # random numbers: the data lives on the CPU, so does its generator
     # (torch.manual_seed calls these too: they seed the CPU generator alone, never torch.manual_seed)

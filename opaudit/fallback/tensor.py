@@ -10,17 +10,19 @@ simulations, runs it on the CPU data (``run_native``).
 current index and device count (device.SimDevice answers torch.npu's calls from it; checkpoint.py checks
 indices against it), and the simulation running now. simulator.py sets it. A process simulates one device
 type: the rename of PrivateUse1 cannot be undone.
+
+Each new tensor's storage is counted on its device index as it is created and freed (memory.py), which is
+what torch.npu's memory queries answer.
 """
 
 from __future__ import annotations
 
-import gc
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from opaudit.fallback import memory
 from opaudit.fallback.choose import cpu_impl, op_name
 from opaudit.fallback.references import RehearsalLimit, limit_message
 from opaudit.fallback.roundtrip import argument, signature
@@ -40,7 +42,6 @@ class DeviceState:
     current: int = 0  # the current device index (torch.npu.set_device)
     count: int = 1  # the device count
     sim: Simulator | None = None  # the simulation running now
-    peak: int = 0  # the most memory_allocated() has seen
 
 
 state = DeviceState()
@@ -67,6 +68,11 @@ class SimTensor(torch.Tensor):
             layout=elem.layout, device=device, requires_grad=elem.requires_grad)
         r.elem = elem
         r.sim_index = index
+        try:
+            storage = elem.untyped_storage()
+        except (RuntimeError, NotImplementedError):  # a layout without a storage (sparse): nothing to count
+            return r
+        memory.track(storage, index)
         return r
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
@@ -150,7 +156,8 @@ def refresh(t: Any) -> None:
         if isinstance(w, SimTensor):
             e = w.elem
             if w.shape != e.shape or w.stride() != e.stride() or w.storage_offset() != e.storage_offset():
-                w.data = SimTensor(e, w.device.index or 0)
+                w.data = SimTensor(e, w.device.index or 0)  # (counts the storage, if set_ gave it a new one)
+                memory.resized(e.untyped_storage())  # a larger shape may have grown it
 
 
 class Call:
@@ -333,16 +340,3 @@ def host_tensor(args: tuple, device: bool = False) -> torch.Tensor | None:
     return found if device else None
 
 
-def memory_allocated() -> int:
-    """Bytes held by live tensors of the simulated device (their CPU data, each storage once)."""
-    seen: dict[int, int] = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # isinstance on deprecated module attributes warns
-        objects = gc.get_objects()
-    for obj in objects:
-        if type(obj) is SimTensor:  # (parameters too; isinstance would touch deprecated objects' __class__)
-            st = obj.elem.untyped_storage()
-            seen[st.data_ptr()] = st.nbytes()
-    total = sum(seen.values())
-    state.peak = max(state.peak, total)
-    return total
