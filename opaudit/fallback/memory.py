@@ -101,17 +101,17 @@ def track(storage: Any, index: int) -> None:
     key = id(storage)
     if key in _held:
         return
-    n = storage.nbytes()
     ref = _Held(storage, _gone)
-    ref.key, ref.nbytes, ref.index = key, n, index
+    ref.key, ref.nbytes, ref.index = key, storage.nbytes(), index
     with _lock:
-        _settle()
+        if _freed:
+            _settle()
         if key in _held:  # another thread counted it meanwhile
             return
         _held[key] = ref
         c = _counter(index)
         c.allocations += 1
-        c.add(n)
+        c.add(ref.nbytes)
 
 
 def resized(storage: Any) -> None:
