@@ -407,9 +407,9 @@ class _OpRecorder(TorchDispatchMode):
         self.rec = rec
         self._info = rec._info.get  # bound once: the lookups below run for every op
         self._add = rec.add
-        # on the simulated device (opaudit.fallback.simulator), an op of its tensors goes from here straight to
+        # on the simulated device (opaudit.fallback.tensor), an op of its tensors goes from here straight to
         # the device's dispatch, which is where the dispatcher would send it next: one Python entry per op
-        sim = sys.modules.get("opaudit.fallback.simulator")
+        sim = sys.modules.get("opaudit.fallback.tensor")
         self._device = (sim.SimTensor,) if sim is not None else None
         self._device_dispatch = sim.SimTensor.__torch_dispatch__ if sim is not None else None
 
