@@ -99,11 +99,6 @@ def _read(modules: dict[str, Module]) -> dict[str, Module]:
     return modules
 
 
-def _owner(modules: dict[str, Module], name: str) -> str:
-    """The package a module belongs to (a package's ``__init__`` belongs to itself)."""
-    return modules[name].package
-
-
 def _cycles(modules: dict[str, Module]) -> list[list[str]]:
     """The strongly connected components with more than one module (or a module importing itself)."""
     index: dict[str, int] = {}
@@ -186,7 +181,7 @@ def test_no_module_uses_another_packages_private_names():
     bad = []
     for m in modules.values():
         for line, source, name in m.private:
-            owner = _owner(modules, source)
+            owner = modules[source].package  # (a package's __init__ belongs to itself)
             if owner != m.package or (m.package == "opaudit.fallback" and source != m.name):
                 bad.append(f"{m.path.relative_to(ROOT)}:{line}: {name} of {source}")
     assert not bad, "private names used across boundaries:\n" + "\n".join(bad)
