@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from simulator_overhead import pin_malloc  # noqa: E402
 
-from opaudit.fallback import simulate, simulator  # noqa: E402
+from opaudit.fallback import simulate, tensor  # noqa: E402
 
 TARGET = "ascend"
 GOAL = 2.0
@@ -135,14 +135,14 @@ class bare_dispatch:  # noqa: N801 (a context manager, used as a statement)
     """The simulator's per-op policy taken out: SimTensor's dispatch is a bare pass-through (module doc)."""
 
     def __enter__(self) -> None:
-        self.before = simulator.SimTensor.__dict__["__torch_dispatch__"]
+        self.before = tensor.SimTensor.__dict__["__torch_dispatch__"]
 
         def bare(cls, func, types, args=(), kwargs=None):
-            return simulator.run_native(func, args, kwargs or {})
-        simulator.SimTensor.__torch_dispatch__ = classmethod(bare)  # type: ignore[method-assign,assignment]
+            return tensor.run_native(func, args, kwargs or {})
+        tensor.SimTensor.__torch_dispatch__ = classmethod(bare)  # type: ignore[method-assign,assignment]
 
     def __exit__(self, *exc: object) -> None:
-        simulator.SimTensor.__torch_dispatch__ = self.before  # type: ignore[method-assign]
+        tensor.SimTensor.__torch_dispatch__ = self.before  # type: ignore[method-assign]
 
 
 def profile(amp: bool, iters: int) -> None:

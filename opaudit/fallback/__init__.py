@@ -18,7 +18,7 @@ from opaudit.fallback.stats import PATH_TEXT, PATHS, OpStat, Stats
 # the rest imports torch: loaded on first use, so that reports read statistics without it
 # (no submodule shares a name with a function here: importing a submodule binds its name in the package)
 _LAZY = {"Chooser": "choose", "decomposition": "choose", "FallbackFailed": "live", "Installation": "live",
-         "current": "live", "install": "live", "uninstall": "live", "SimTensor": "simulator",
+         "current": "live", "install": "live", "uninstall": "live", "SimTensor": "tensor",
          "SimulatedMissing": "simulator", "Simulator": "simulator", "simulate": "simulator", "run_script": "script",
          "RunFailed": "script"}
 

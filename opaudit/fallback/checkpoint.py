@@ -3,7 +3,7 @@
 On a plugin's device, ``torch.save`` tags each storage with its device (``npu:0``) and ``torch.load``
 puts it back there, unless ``map_location`` says otherwise (a string, a ``torch.device``, a dict of
 tags, a callable). A simulated device has no storage of its own (its tensors are wrappers around CPU
-tensors, simulator.SimTensor), and a storage allocated on it crashes the process. So, during a
+tensors, tensor.SimTensor), and a storage allocated on it crashes the process. So, during a
 simulation:
 
 - ``torch.save`` writes a simulated tensor's CPU data under the tag the device would write: the
@@ -31,21 +31,15 @@ import torch._utils
 import torch.serialization
 import torch.storage
 
+from opaudit.fallback.patches import Patches
 from opaudit.fallback.references import RehearsalLimit
+from opaudit.fallback.tensor import SimTensor, saving, state
 
 if TYPE_CHECKING:
     from opaudit.fallback.simulator import Simulator
 
 ANY = -1  # a device string without an index: the current device
-_saving: list[dict[int, int]] = []  # per torch.save in progress: CPU storage data_ptr -> simulated index
 _loading: list[dict[int, tuple[Any, int]]] = []  # per torch.load in progress: id(CPU storage) -> (it, index)
-
-
-def saved(elem: torch.Tensor, index: int) -> None:
-    """Called when a simulated tensor is pickled: during ``torch.save``, its data's storage is tagged as the
-    device's storage of ``index``."""
-    if _saving:
-        _saving[-1][elem.untyped_storage().data_ptr()] = index
 
 
 class _Places:
@@ -72,12 +66,8 @@ class _Places:
 
 def enter(sim: Simulator) -> Callable[[], None]:
     """Install the checkpoint behaviour for ``sim`` (module doc); returns the undo."""
-    from opaudit.fallback import simulator
-    from opaudit.fallback.device import _Patches
-
     places = _Places(sim)
-    patch = _Patches()
-    state = simulator._device
+    patch = Patches()
 
     def check(index: int) -> int:
         i = state.current if index == ANY else index
@@ -90,8 +80,8 @@ def enter(sim: Simulator) -> Callable[[], None]:
     original_tag = torch.serialization.location_tag
 
     def location_tag(storage: Any) -> str:
-        if _saving and getattr(storage, "device", None) is not None and storage.device.type == "cpu":
-            index = _saving[-1].get(storage.data_ptr())
+        if saving and getattr(storage, "device", None) is not None and storage.device.type == "cpu":
+            index = saving[-1].get(storage.data_ptr())
             if index is not None:
                 return f"{places.tag}:{index}"
         return original_tag(storage)
@@ -135,18 +125,18 @@ def enter(sim: Simulator) -> Callable[[], None]:
         if _loading:
             mark = _loading[-1].get(id(storage._untyped_storage))
             if mark is not None:
-                return simulator.SimTensor(t, mark[1])
+                return SimTensor(t, mark[1])
         return t
 
     original_save = torch.serialization.save
 
     @functools.wraps(original_save)
     def save(*args: Any, **kwargs: Any) -> Any:
-        _saving.append({})
+        saving.append({})
         try:
             return original_save(*args, **kwargs)
         finally:
-            _saving.pop()
+            saving.pop()
 
     original_load = torch.serialization.load
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from opaudit.fallback.references import has_cpu_kernel, reference
 from opaudit.fallback.stats import PATH_TEXT, PATHS  # noqa: F401 (the paths Choice.path names)
 
 # ops a device must have for anything to run on it, the fallback included: moving data there and back
@@ -73,8 +74,6 @@ def decomposition(op: torch._ops.OpOverload) -> Callable[..., Any] | None:
     fn = table.get(op)
     if fn is not None:
         return fn
-    from opaudit.fallback.references import reference
-
     fn = reference(op)  # ops without a CPU kernel: opaudit's reference, written in aten ops
     if fn is not None:
         return fn
@@ -83,6 +82,25 @@ def decomposition(op: torch._ops.OpOverload) -> Callable[..., Any] | None:
     except RuntimeError:  # an overload of TorchScript only (tanh.int): not an op of the dispatcher
         return None
     return op.decompose if implicit else None
+
+
+_impls: dict[Any, Callable[..., Any] | None] = {}
+
+
+def cpu_impl(op: Any) -> Callable[..., Any] | None:
+    """What runs ``op`` on CPU tensors: the op itself where the CPU has a kernel, else opaudit's reference
+    (references.py), else PyTorch's decomposition of it, else None (nothing can: a limit of the rehearsal)."""
+    try:
+        return _impls[op]
+    except KeyError:
+        pass
+    impl: Callable[..., Any] | None = op
+    if isinstance(op, torch._ops.OpOverload) and not has_cpu_kernel(op):
+        impl = reference(op)
+        if impl is None:
+            impl = decomposition(op)
+    _impls[op] = impl
+    return impl
 
 
 _decomposing = threading.local()  # .ops: the ops being decomposed on this thread

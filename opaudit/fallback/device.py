@@ -29,16 +29,24 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from opaudit.fallback import checkpoint, memory
+from opaudit.fallback.patches import Patches
+from opaudit.fallback.tensor import SimTensor, state
+
 if TYPE_CHECKING:
     from opaudit.fallback.simulator import Simulator
 
 _TOTAL_MEMORY = 64 * 2**30  # what memory queries report as the device's size (no real device to ask)
 
 
-def _state():
-    from opaudit.fallback import simulator
-
-    return simulator._device
+def _index(device: Any) -> int:
+    """The device index a memory query names (an int, ``"npu:1"``, a torch.device; None: the current one)."""
+    if device is None:
+        return state.current
+    if isinstance(device, int):
+        return device
+    index = torch.device(device).index
+    return state.current if index is None else index
 
 
 class _Event:
@@ -122,27 +130,27 @@ class SimDevice(types.ModuleType):
         return False
 
     def device_count(self) -> int:
-        return _state().count
+        return state.count
 
     def current_device(self) -> int:
-        return _state().current
+        return state.current
 
     def set_device(self, device: Any) -> None:
         index = device if isinstance(device, int) else torch.device(device).index
         if index is None:
             return
-        if not 0 <= index < _state().count:
-            raise RuntimeError(f"{self.device_name}: invalid device ordinal {index} (device count {_state().count})")
-        _state().current = index
+        if not 0 <= index < state.count:
+            raise RuntimeError(f"{self.device_name}: invalid device ordinal {index} (device count {state.count})")
+        state.current = index
 
     @contextmanager
     def device(self, device: Any):
-        before = _state().current
+        before = state.current
         self.set_device(device)
         try:
             yield
         finally:
-            _state().current = before
+            state.current = before
 
     def synchronize(self, device: Any = None) -> None:
         pass
@@ -157,36 +165,38 @@ class SimDevice(types.ModuleType):
     def get_device_capability(self, device: Any = None) -> None:
         return None
 
-    # memory
+    # memory: counted as storages are created and freed (memory.py)
     def memory_allocated(self, device: Any = None) -> int:
-        from opaudit.fallback.simulator import memory_allocated
-
-        return memory_allocated()
+        return memory.counts(_index(device)).allocated
 
     def max_memory_allocated(self, device: Any = None) -> int:
-        self.memory_allocated()
-        return _state().peak
+        return memory.counts(_index(device)).peak
 
     def memory_reserved(self, device: Any = None) -> int:
-        return self.memory_allocated()
+        return memory.counts(_index(device)).reserved
 
     def max_memory_reserved(self, device: Any = None) -> int:
-        return self.max_memory_allocated()
+        return memory.counts(_index(device)).peak_reserved
 
     def reset_peak_memory_stats(self, device: Any = None) -> None:
-        _state().peak = 0
+        memory.reset_peak(_index(device))
 
     reset_max_memory_allocated = reset_peak_memory_stats
+    reset_max_memory_cached = reset_peak_memory_stats
 
     def empty_cache(self) -> None:
-        pass
+        memory.empty_cache()
 
     def mem_get_info(self, device: Any = None) -> tuple[int, int]:
-        return _TOTAL_MEMORY - self.memory_allocated(), _TOTAL_MEMORY
+        return _TOTAL_MEMORY - memory.counts(_index(device)).reserved, _TOTAL_MEMORY
 
     def memory_stats(self, device: Any = None) -> dict[str, int]:
-        now = self.memory_allocated()
-        return {"allocated_bytes.all.current": now, "allocated_bytes.all.peak": _state().peak}
+        c = memory.counts(_index(device))
+        return {"allocated_bytes.all.current": c.allocated, "allocated_bytes.all.peak": c.peak,
+                "allocated_bytes.all.allocated": c.allocated_total, "allocated_bytes.all.freed": c.freed_total,
+                "active_bytes.all.current": c.allocated, "active_bytes.all.peak": c.peak,
+                "reserved_bytes.all.current": c.reserved, "reserved_bytes.all.peak": c.peak_reserved,
+                "allocation.all.current": c.allocations}
 
     # random numbers: the data lives on the CPU, so does its generator
     # (torch.manual_seed calls these too: they seed the CPU generator alone, never torch.manual_seed)
@@ -244,31 +254,8 @@ class SimDevice(types.ModuleType):
 
 # -- entering a simulation: each step returns how to undo it ---------------------------------------------
 
-_MISSING = object()
-
-
-class _Patches:
-    """Attributes set for the simulation; ``undo`` sets them back (or removes those that were not there)."""
-
-    def __init__(self) -> None:
-        self._old: list[tuple[Any, str, Any]] = []
-
-    def __call__(self, holder: Any, attr: str, value: Any) -> None:
-        self._old.append((holder, attr, getattr(holder, attr, _MISSING)))
-        setattr(holder, attr, value)
-
-    def undo(self) -> None:
-        for holder, attr, value in reversed(self._old):
-            if value is _MISSING:
-                delattr(holder, attr)
-            else:
-                setattr(holder, attr, value)
-        self._old.clear()
-
-
 def enter(sim: Simulator) -> list[Callable[[], None]]:
-    from opaudit.fallback import checkpoint
-
+    """Set up the device for ``sim`` (module doc); returns the undo of each step."""
     undo: list[Callable[[], None]] = []
     undo.append(_foreach(sim))
     undo.append(_autocast(sim))
@@ -353,7 +340,7 @@ def _surface(sim: Simulator) -> Callable[[], None]:
 
     if sim.release.vendor not in target_names():
         return lambda: None
-    patch = _Patches()
+    patch = Patches()
     import sys
 
     stand_ins = {f.name: f.module for f in sys.meta_path if isinstance(f, _StandIn)}
@@ -378,7 +365,7 @@ def _swap_parameters() -> Callable[[], None]:
         finally:
             future.set_swap_module_params_on_conversion(before)
 
-    patch = _Patches()
+    patch = Patches()
     patch(torch.nn.Module, "_apply", _apply)
     return patch.undo
 
@@ -409,7 +396,7 @@ def _raise_after_backward(sim: Simulator) -> Callable[[], None]:
                     raise error
         return call
 
-    patch = _Patches()
+    patch = Patches()
     patch(torch.autograd, "backward", raising(torch.autograd.backward))
     patch(torch.autograd, "grad", raising(torch.autograd.grad))
     return patch.undo
@@ -421,7 +408,7 @@ def _pinning() -> Callable[[], None]:
     def pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
         return self
 
-    patch = _Patches()
+    patch = Patches()
     patch(torch.Tensor, "pin_memory", pin_memory)
     return patch.undo
 
@@ -432,7 +419,6 @@ def _foreach(sim: Simulator) -> Callable[[], None]:
     from torch.optim import optimizer
 
     from opaudit.auditing import FOREACH_DEVICES
-    from opaudit.fallback.simulator import SimTensor
 
     types_ = optimizer._foreach_supported_types
     if sim.release.device_type not in FOREACH_DEVICES and sim.release.dispatch_key != "PrivateUse1":
@@ -571,7 +557,7 @@ def _collectives(sim: Simulator) -> Callable[[], None]:
             rank = 0 if rank == -1 else rank
         return original(backend, init_method, timeout, world_size, rank, store, *args, **kwargs)
 
-    patch = _Patches()
+    patch = Patches()
     patch(dist, "init_process_group", init_process_group)
     return patch.undo
 
@@ -619,7 +605,7 @@ class DeviceMap(TorchFunctionMode):
 
 def _map_devices(sim: Simulator) -> Callable[[], None]:
     module = getattr(torch, sim.name)  # the simulated device's module (simulator.setup_device)
-    patch = _Patches()
+    patch = Patches()
     name = sim.name
 
     def to_device(self: torch.Tensor, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> torch.Tensor:

@@ -5,7 +5,7 @@ kernel. Some ops that plugins register have no CPU kernel at all: the fused RNN 
 ``aten/src/ATen/native/RNN.cpp`` calls for CUDA, XPU and PrivateUse1 inputs (``_thnn_fused_lstm_cell``,
 ``_thnn_fused_gru_cell`` and their backward ops), ``mm(..., out_dtype=)`` and a few more. For those this
 module has a Python implementation written with aten ops the CPU has, checked against PyTorch's own
-composite math (tests/fallback/test_references.py), and ``cpu_impl`` gives the rehearsal what to run on the
+composite math (tests/fallback/test_references.py); choose.cpu_impl gives the rehearsal what to run on the
 CPU for an op: its CPU kernel, else the reference here, else PyTorch's own decomposition, else None.
 
 The references double as decompositions (choose.decomposition): an op the target lacks runs as these aten
@@ -221,27 +221,6 @@ def has_cpu_kernel(op: torch._ops.OpOverload) -> bool:
         return any(torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), k) for k in _KERNEL_KEYS)
     except RuntimeError:  # not an op of the dispatcher
         return True
-
-
-_impls: dict[Any, Callable[..., Any] | None] = {}
-
-
-def cpu_impl(op: Any) -> Callable[..., Any] | None:
-    """What runs ``op`` on CPU tensors: the op itself where the CPU has a kernel, else the reference here,
-    else PyTorch's decomposition of it, else None (nothing can: a limit of the rehearsal)."""
-    try:
-        return _impls[op]
-    except KeyError:
-        pass
-    impl: Callable[..., Any] | None = op
-    if isinstance(op, torch._ops.OpOverload) and not has_cpu_kernel(op):
-        impl = reference(op)
-        if impl is None:
-            from opaudit.fallback.choose import decomposition
-
-            impl = decomposition(op)
-    _impls[op] = impl
-    return impl
 
 
 @cache

@@ -84,7 +84,8 @@ def signature(op: torch._ops.OpOverload) -> Signature:
                      frozenset(a.name for _, a in writes if a.kwarg_only and a.alias_info is not None))
 
 
-def _arg(args: tuple, kwargs: dict[str, Any], pos: int, name: str) -> Any:
+def argument(args: tuple, kwargs: dict[str, Any], pos: int, name: str) -> Any:
+    """The argument a schema names at ``pos`` / ``name``, passed by position or by keyword (None if neither)."""
     return args[pos] if pos < len(args) else kwargs.get(name)
 
 
@@ -134,7 +135,7 @@ class RoundTrip:
             hkwargs["device"] = torch.device("cpu")
         out = cpu_call(self.op, hargs, hkwargs)
         for pos, name in sig.writes:  # copy what the op wrote back to the caller's tensors
-            dst, src = _arg(args, kwargs, pos, name), _arg(hargs, hkwargs, pos, name)
+            dst, src = argument(args, kwargs, pos, name), argument(hargs, hkwargs, pos, name)
             for d, s in zip(_tensors(dst), _tensors(src), strict=True):
                 if d is s:
                     continue
@@ -150,7 +151,7 @@ class RoundTrip:
             if ret is None:
                 final.append(_to_device(r, device, moved))
             elif ret[0] == "write":
-                final.append(_arg(args, kwargs, ret[1], ret[2]))
+                final.append(argument(args, kwargs, ret[1], ret[2]))
             else:
                 final.append(_view_on_device(self.op, args, kwargs, ret[1], ret[2]))
         return tuple(final) if len(sig.returns) > 1 else final[0]
@@ -185,7 +186,7 @@ def _meta_like(t: torch.Tensor) -> torch.Tensor:
 
 def _view_on_device(op: torch._ops.OpOverload, args: tuple, kwargs: dict[str, Any], pos: int, name: str) -> Any:
     """The view ``op`` returns, computed on meta and taken of the device tensor with as_strided."""
-    source = _arg(args, kwargs, pos, name)
+    source = argument(args, kwargs, pos, name)
     margs, mkwargs = pytree.tree_map_only(torch.Tensor, _meta_like, (args, kwargs))
     view = op(*margs, **mkwargs)
     if view.dtype != source.dtype:  # view_as_real, view(dtype): the same bytes read as another dtype
@@ -208,7 +209,7 @@ def outputs(op: torch._ops.OpOverload, out: Any, args: tuple, kwargs: dict[str, 
     """The tensors of an op's result, then the arguments it writes (reference's order)."""
     found = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
     for pos, name in signature(op).writes:
-        found += _tensors(_arg(args, kwargs, pos, name))
+        found += _tensors(argument(args, kwargs, pos, name))
     return found
 
 

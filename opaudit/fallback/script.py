@@ -98,7 +98,7 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     from opaudit.fallback.live import FallbackFailed, install
     from opaudit.fallback.references import RehearsalLimit
     from opaudit.fallback.simulator import SimulatedMissing, Simulator
-    from opaudit.tracing.script import _argv_and_path, locate, run_main
+    from opaudit.tracing.script import argv_and_path, locate, run_main
 
     if (simulate is None) == (fallback is None):
         raise InputError("give one of --simulate TARGET (a CPU rehearsal) or --fallback TARGET (the live device)")
@@ -131,7 +131,7 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     if crash_report:
         faulthandler.enable()
     try:
-        with _argv_and_path([shown, *argv], path0), ctx, rec or nullcontext():
+        with argv_and_path([shown, *argv], path0), ctx, rec or nullcontext():
             run_main(shown, module)
     except SystemExit as e:
         if e.code not in (None, 0):

@@ -1,10 +1,10 @@
 """A CPU rehearsal of a target: ``with opaudit.fallback.simulate("ascend@2.6.0.post5"):``.
 
-Tensors on the simulated device are ``SimTensor``s: wrapper tensors whose device is the target's
-(``npu:0``; PrivateUse1 renamed, as the vendor's plugin does) and whose data is a CPU tensor. Autograd,
-``nn.Parameter``, optimizers and autocast see a device tensor; every op below autograd reaches
-``SimTensor.__torch_dispatch__`` in the functional form a backend receives, and is held to the
-target's matrix (opaudit.matrix):
+Tensors on the simulated device are ``SimTensor``s (tensor.py): wrapper tensors whose device is the
+target's (``npu:0``; PrivateUse1 renamed, as the vendor's plugin does) and whose data is a CPU tensor.
+Autograd, ``nn.Parameter``, optimizers and autocast see a device tensor; every op below autograd reaches
+``SimTensor.__torch_dispatch__`` in the functional form a backend receives, which hands it to the running
+Simulator, and is held to the target's matrix (opaudit.matrix):
 
 - ``native``, ``composite`` (and ``unknown``, where the data says nothing) run on the CPU data;
 - ``cpu_fallback`` runs and is counted as the vendor's fallback counts it (the bytes it would copy to the
@@ -21,7 +21,6 @@ simulated device (device.DeviceMap). A process simulates one device type: the re
 from __future__ import annotations
 
 import functools
-import gc
 import threading
 import time
 import warnings
@@ -34,17 +33,29 @@ import torch
 
 from opaudit.errors import InputError
 from opaudit.fallback.choose import Chooser, decomposing, decomposition, op_name, run_decomposition
+from opaudit.fallback.device import SimDevice
+from opaudit.fallback.device import enter as enter_device
 from opaudit.fallback.live import run_fallback
 from opaudit.fallback.paths import detours, limit
-from opaudit.fallback.references import AS_GENERIC_PATH, RehearsalLimit, cpu_impl, limit_message
-from opaudit.fallback.roundtrip import _arg, signature
+from opaudit.fallback.references import AS_GENERIC_PATH, RehearsalLimit
+from opaudit.fallback.roundtrip import argument, signature
 from opaudit.fallback.stats import OpStat, Stats, user_line
+from opaudit.fallback.tensor import (
+    Call,
+    backend_kernel,
+    call_of,
+    device_index,
+    devices,
+    host_data,
+    host_tensor,
+    run_native,
+    run_plain,
+    state,
+)
 from opaudit.matrix.registrations import read as read_registration
 
 BUILTIN_TYPES = frozenset({"cpu", "cuda", "xpu", "mps", "xla", "hpu", "mtia", "maia", "meta", "ipu", "ve", "lazy",
                            "vulkan", "metal", "fpga", "mkldnn", "opengl", "opencl", "ideep", "hip"})
-_CPU = torch.device("cpu")
-
 
 class SimulatedMissing(NotImplementedError):
     """What a plugin raises for an op it has no kernel for (``strict`` simulation)."""
@@ -55,296 +66,24 @@ def sim_device_name(device_type: str) -> str:
     return f"{device_type}sim" if device_type in BUILTIN_TYPES else device_type
 
 
-# -- the tensor -----------------------------------------------------------------------------------------
-
-
-class SimTensor(torch.Tensor):
-    """A tensor on the simulated device; its data is ``elem``, a CPU tensor with the same metadata."""
-
-    elem: torch.Tensor
-    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
-
-    sim_index: int  # the index of its device (``device.index`` makes a new torch.device per call)
-
-    @staticmethod
-    def __new__(cls, elem: torch.Tensor, index: int = 0) -> SimTensor:
-        device = _devices.get(index)
-        if device is None:
-            device = _devices[index] = torch.device(_device.name, index)
-        r = torch.Tensor._make_wrapper_subclass(
-            cls, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(), dtype=elem.dtype,
-            layout=elem.layout, device=device, requires_grad=elem.requires_grad)
-        r.elem = elem
-        r.sim_index = index
-        return r
-
-    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
-        text = repr(self.elem.detach())
-        grad = ", requires_grad=True" if self.requires_grad else ""
-        return f"{text[:-1]}, device='{self.device}'{grad})"
-
-    def tolist(self) -> Any:  # (torch refuses tolist for tensor subclasses; a device tensor has it)
-        return self.elem.tolist()
-
-    def __reduce_ex__(self, protocol: Any) -> Any:
-        # a simulated tensor pickles as its CPU data; torch.save tags that data's storage with the device
-        # (checkpoint.py), and a parameter stays a parameter
-        from opaudit.fallback.checkpoint import saved
-
-        data = self.elem.detach()
-        saved(data, self.sim_index)
-        if getattr(self, "_is_param", False):
-            from collections import OrderedDict
-
-            return torch._utils._rebuild_parameter, (data, self.requires_grad, OrderedDict())
-        if self.requires_grad and self.is_leaf:
-            data.requires_grad_(True)
-        return data.__reduce_ex__(protocol)
-
-    @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        sim = _active
-        if sim is None:
-            return run_native(func, args, kwargs or {})
-        plan = sim._plans.get(id(func))
-        if plan is not None and plan.call is not None:  # Simulator.handle's common case, a call shorter
-            plan.stat.calls += 1  # type: ignore[union-attr]
-            return run_plain(func, plan.call, args, kwargs or {}, plan.check_devices)
-        return sim.handle(func, args, kwargs or {})
-
-
-@dataclass
-class _Device:
-    name: str = ""
-    current: int = 0
-    count: int = 1
-    peak: int = 0
-
-
-_device = _Device()
-_devices: dict[int, torch.device] = {}  # index -> the simulated device of that index
-_active: Simulator | None = None
-_lock = threading.Lock()
-
-
-def _index(args: Any, kwargs: dict[str, Any]) -> int:
-    for a in args:
-        if isinstance(a, SimTensor):
-            return a.device.index or 0
-        if isinstance(a, (list, tuple)):
-            for t in a:
-                if isinstance(t, SimTensor):
-                    return t.device.index or 0
-    d = kwargs.get("device")
-    if d is not None:
-        d = torch.device(d)
-        if d.type == _device.name and d.index is not None:
-            return d.index
-    return _device.current
-
-
-def _unwrap(x: Any) -> Any:
-    if isinstance(x, SimTensor):
-        return x.elem
-    t = type(x)
-    if t is list or t is tuple:
-        return t(_unwrap(i) for i in x)
-    if t is torch.device and x.type == _device.name:
-        return _CPU
-    return x
-
-
-def _wrap(x: Any, index: int) -> Any:
-    if isinstance(x, torch.Tensor) and not isinstance(x, SimTensor):
-        return SimTensor(x, index)
-    t = type(x)
-    if t is list or t is tuple:
-        return t(_wrap(i, index) for i in x)
-    return x
-
-
-def _refresh(t: Any) -> None:
-    """After an op that wrote ``t`` (resize_, out=): the wrapper takes its data's new metadata."""
-    for w in (t if isinstance(t, (list, tuple)) else (t,)):
-        if isinstance(w, SimTensor):
-            e = w.elem
-            if w.shape != e.shape or w.stride() != e.stride() or w.storage_offset() != e.storage_offset():
-                w.data = SimTensor(e, w.device.index or 0)
-
-
-class _Call:
-    """What running one op natively needs to know of its schema, worked out once per op."""
-
-    __slots__ = ("writes", "returns", "plain")
-
-    def __init__(self, func: Any):
-        sig = signature(func)
-        self.writes = sig.writes
-        self.returns = sig.returns
-        # nothing written, every result new, and a CPU kernel to run: the common case, run by run_plain
-        self.plain = (not sig.writes and all(r is None or r[0] != "write" for r in sig.returns)
-                      and cpu_impl(func) is func)
-
-
-_calls: dict[int, _Call] = {}  # id(OpOverload) -> _Call (OpOverloads live as long as the process; their
-# __hash__ is Python code, an id is not)
-
-
-def _call(func: Any) -> _Call:
-    c = _calls.get(id(func))
-    if c is None:
-        c = _calls[id(func)] = _Call(func)
-    return c
-
-
-def run_plain(func: Any, call: _Call, args: tuple, kwargs: dict[str, Any], check: bool) -> Any:
-    """run_native for an op that writes none of its arguments, in one pass over them: their CPU data, the
-    device index of the results, and (``check``) a CPU tensor beside device tensors, which fails as on a
-    device (_host_error)."""
-    index = -1
-    host = None
-    unwrapped = []
-    for a in args:
-        t = type(a)
-        if t is SimTensor:
-            if index < 0:
-                index = a.sim_index
-            unwrapped.append(a.elem)
-        elif t is list or t is tuple:
-            for x in a:
-                if type(x) is SimTensor:
-                    if index < 0:
-                        index = x.sim_index
-                elif check and isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.dim() > 0:
-                    host = x
-            unwrapped.append(_unwrap(a))
-        elif isinstance(a, torch.Tensor):
-            if isinstance(a, SimTensor):
-                if index < 0:
-                    index = a.device.index or 0
-                unwrapped.append(a.elem)
-            else:
-                if check and a.device.type == "cpu" and a.dim() > 0:
-                    host = a
-                unwrapped.append(a)
-        elif t is torch.device:
-            unwrapped.append(_unwrap(a))
-        else:
-            unwrapped.append(a)
-    seen = index >= 0  # a device tensor among the arguments
-    if kwargs:
-        values = tuple(kwargs.values())
-        if check:
-            in_kwargs = _host_tensor(values, device=True)
-            if in_kwargs is not None:
-                host = in_kwargs
-            seen = seen or any(isinstance(v, SimTensor) for v in values)
-        if index < 0:
-            index = _index(values, kwargs)
-        kw = {k: _unwrap(v) for k, v in kwargs.items()}
-        to = kwargs.get("device")
-        if to is not None and torch.device(to).type != _device.name:  # a copy to the host (.cpu())
-            return func(*unwrapped, **kw)
-    else:
-        kw = kwargs
-    if host is not None and seen:
-        _host_error(func, host, args, kwargs)
-    out = func(*unwrapped, **kw)
-    if index < 0:
-        index = _device.current
-    n = len(call.returns)
-    if n == 1:
-        return SimTensor(out, index) if type(out) is torch.Tensor else _wrap(out, index)
-    if n == 0:
-        return out
-    return tuple(SimTensor(r, index) if type(r) is torch.Tensor else _wrap(r, index) for r in out)
-
-
-def _host_error(func: Any, host: torch.Tensor, args: tuple, kwargs: dict[str, Any]) -> None:
-    sim = _active
-    target = sim.target if sim is not None else _device.name
-    name = sim._plans[id(func)].op if sim is not None and id(func) in sim._plans else op_name(func)
-    line = user_line()
-    raise RuntimeError(
-        f"Expected all tensors to be on the same device, but found at least two devices, "
-        f"{_device.name}:{_index(args, kwargs)} and cpu! [simulated {target}: aten::{name} "
-        f"got a CPU tensor of shape {list(host.shape)}" + (f", at {line}" if line else "") + "]")
-
-
-def run_native(func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
-    """Run ``func`` on the CPU data of its arguments; results are tensors of the simulated device, and
-    written arguments are the caller's own."""
-    call = _call(func)
-    if call.plain:
-        return run_plain(func, call, args, kwargs, False)
-    index = _index(args, kwargs)
-    fn = cpu_impl(func)  # the op itself, or a reference where the CPU has no kernel for it (references.py)
-    if fn is None:
-        raise RehearsalLimit(_limit(func))
-    out = fn(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
-    sig = signature(func)
-    for pos, name in sig.writes:
-        _refresh(_arg(args, kwargs, pos, name))
-    if not sig.returns:
-        return out
-    to = kwargs.get("device")
-    if to is not None and torch.device(to).type != _device.name:  # a copy to the host (.cpu()): a CPU tensor
-        return out
-    results = [
-        _arg(args, kwargs, ret[1], ret[2]) if ret is not None and ret[0] == "write" else _wrap(r, index)
-        for ret, r in zip(sig.returns, out if len(sig.returns) > 1 else (out,), strict=True)
-    ]
-    return tuple(results) if len(sig.returns) > 1 else results[0]
-
-
-def _limit(func: Any) -> str:
-    """The error of an op that nothing in the rehearsal can run (references.limit_message)."""
-    name = op_name(func)
-    sim = _active
-    if sim is None:
-        return limit_message(name, "the target", "the simulated device runs it")
-    support = sim.matrix.resolve(name)
-    where = {"native": f"{sim.target} registers it natively", "cpu_fallback": f"{sim.target} runs it on the CPU",
-             "missing": f"{sim.target} lacks it and its fallback runs it on the CPU"}.get(
-        support.status, f"{sim.target} runs it ({support.status})")
-    sim.stats.errors.append(f"aten::{name}: no CPU kernel and no reference (a limit of the rehearsal)")
-    return limit_message(name, sim.target, where)
-
-
-def _backend_kernel(op: Any, *args: Any, **kwargs: Any) -> Any:
-    """The PrivateUse1 fallback: what reaches the device key itself (factories, copies made with the
-    Python key excluded, such as ``torch.tensor(data, device=...)``). Infrastructure: runs natively."""
-    name = op._schema.name
-    if name == "aten::_copy_from":
-        src, dst = args[0], args[1]
-        dst.elem.copy_(_unwrap(src))
-        return dst
-    if name == "aten::_copy_from_and_resize":
-        src, dst = args[0], args[1]
-        dst.elem.resize_(src.shape).copy_(_unwrap(src))
-        _refresh(dst)
-        return dst
-    return run_native(op, args, kwargs)
-
-
-def _host(t: torch.Tensor) -> torch.Tensor:
-    return t.elem if isinstance(t, SimTensor) else t
-
-
 # -- the policy -----------------------------------------------------------------------------------------
 
 _NATIVE, _VENDOR_CPU, _MISSING, _DETOUR = 0, 1, 2, 3
+_lock = threading.Lock()  # one simulation at a time in a process
 
 
 @dataclass
-class _Plan:
+class Plan:
+    """How the simulation runs one op, worked out on its first call (Simulator.plans; SimTensor's dispatch
+    runs ``call`` itself, the common case)."""
+
     kind: int
     op: str  # the matrix's name of the op
     status: str
     note: str
     stat: OpStat | None  # native and vendor_cpu ops: their one statistic (opaudit's fallback: one per path)
     check_devices: bool = True  # a CPU tensor beside device tensors is an error, as on a device
-    call: _Call | None = None  # a native op that writes none of its arguments: run_plain's
+    call: Call | None = None  # a native op that writes none of its arguments: run_plain's
 
 
 # ops a device takes CPU tensors in (besides 0-dim ones, which every op takes): copies between the two, and
@@ -354,25 +93,6 @@ CROSS_DEVICE = frozenset({
     "_index_put_impl_", "set_.source_Tensor", "lift_fresh", "lift_fresh_copy", "_has_compatible_shallow_copy_type",
     "equal",
 })
-
-
-def _host_tensor(args: tuple, device: bool = False) -> torch.Tensor | None:
-    """A CPU tensor of at least one dimension among ``args`` (lists included), when a device tensor is there
-    too (or ``device``: the caller saw one)."""
-    host = None
-    for a in args:
-        if isinstance(a, SimTensor):
-            device = True
-        elif isinstance(a, torch.Tensor):
-            if a.device.type == "cpu" and a.dim() > 0:
-                host = a
-        elif type(a) is list or type(a) is tuple:
-            for t in a:
-                if isinstance(t, SimTensor):
-                    device = True
-                elif isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dim() > 0:
-                    host = t
-    return host if device else None
 
 
 class Simulator:
@@ -407,7 +127,7 @@ class Simulator:
         self.aliases = frozenset(aliases)
         self.stats = Stats(self.target, self.name, "simulated")
         self.chooser = Chooser(self._has, force_cpu=force_cpu, forbid=forbid, has_base=self._has_base)
-        self._plans: dict[int, _Plan] = {}  # id(OpOverload) -> its plan (as _calls)
+        self.plans: dict[int, Plan] = {}  # id(OpOverload) -> its plan (as _calls)
         self._detours = detours(self.matrix)  # ops of the stand-in's path that the target's path never runs
         self._warned: set[str] = set()
         self._undo: list[Any] = []
@@ -419,14 +139,14 @@ class Simulator:
     def _has_base(self, base: str) -> bool:
         return self.matrix.resolve(base).status == "native"
 
-    def _plan(self, func: Any) -> _Plan:
+    def _plan(self, func: Any) -> Plan:
         name = op_name(func)
         if func.namespace != "aten":
             name = f"{func.namespace}::{name.split('::')[-1]}"
         detour = self._detours.get(name)
         if detour is not None:  # the target takes another device-selected path here (paths.py)
             stat = self.stats.op(name, "decomposition", detour.why, "composite") if detour.runs else None
-            plan = self._plans[id(func)] = _Plan(_DETOUR, name, "composite", detour.why, stat)
+            plan = self.plans[id(func)] = Plan(_DETOUR, name, "composite", detour.why, stat)
             return plan
         if func.namespace in ("prims", "profiler", "_c10d_functional", "c10d"):
             support_status, note = "native", ""
@@ -444,26 +164,26 @@ class Simulator:
             kind = _NATIVE
         stat = None if kind == _MISSING else self.stats.op(name, "native" if kind == _NATIVE else "vendor_cpu",
                                                              note, support_status)
-        call = _call(func)
-        plan = self._plans[id(func)] = _Plan(kind, name, support_status, note, stat, name not in CROSS_DEVICE,
+        call = call_of(func)
+        plan = self.plans[id(func)] = Plan(kind, name, support_status, note, stat, name not in CROSS_DEVICE,
                                              call if kind == _NATIVE and call.plain else None)
         return plan
 
     # -- one op -------------------------------------------------------------------------------------
     def handle(self, func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
-        plan = self._plans.get(id(func))
+        plan = self.plans.get(id(func))
         if plan is None:
             plan = self._plan(func)
         if plan.call is not None:  # the common case, in one pass over the arguments
             plan.stat.calls += 1  # type: ignore[union-attr]
             return run_plain(func, plan.call, args, kwargs, plan.check_devices)
         if plan.check_devices:
-            cpu = _host_tensor((*args, *kwargs.values()))
+            cpu = host_tensor((*args, *kwargs.values()))
             if cpu is not None:
                 line = user_line()
                 raise RuntimeError(
                     f"Expected all tensors to be on the same device, but found at least two devices, "
-                    f"{_device.name}:{_index(args, kwargs)} and cpu! [simulated {self.target}: aten::{plan.op} "
+                    f"{state.name}:{device_index(args, kwargs)} and cpu! [simulated {self.target}: aten::{plan.op} "
                     f"got a CPU tensor of shape {list(cpu.shape)}" + (f", at {line}" if line else "") + "]")
         if plan.kind == _NATIVE:
             plan.stat.calls += 1  # type: ignore[union-attr]
@@ -474,7 +194,7 @@ class Simulator:
             return self._detour(func, plan, args, kwargs)
         return self._missing(func, plan, args, kwargs)
 
-    def _detour(self, func: Any, plan: _Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
+    def _detour(self, func: Any, plan: Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
         """An op of the stand-in's path that the target's path never runs: run as its decomposition into the
         target's (generic) path, or stop where the stand-in cannot take the real device's path."""
         detour = self._detours[plan.op]
@@ -492,7 +212,7 @@ class Simulator:
         finally:
             s.seconds += time.perf_counter() - t0
 
-    def _vendor_cpu(self, func: Any, plan: _Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
+    def _vendor_cpu(self, func: Any, plan: Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
         s = plan.stat
         assert s is not None
         if s.op not in self._warned:
@@ -506,7 +226,7 @@ class Simulator:
         s.seconds += time.perf_counter() - t0
         return out
 
-    def _missing(self, func: Any, plan: _Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
+    def _missing(self, func: Any, plan: Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
         name = plan.op
         if plan.status in self.stops:
             line = user_line()
@@ -535,7 +255,7 @@ class Simulator:
 
     def _fallback(self, func: Any, path: str, s: OpStat, stats: Stats, args: tuple, kwargs: dict[str, Any]) -> Any:
         return run_fallback(func, path, s, stats, self.target, args, kwargs,
-                            lambda: _round_trip(func, s, args, kwargs), check=self.check_numerics, host=_host,
+                            lambda: _round_trip(func, s, args, kwargs), check=self.check_numerics, host=host_data,
                             passthrough=(SimulatedMissing, RehearsalLimit))
 
     def _fail(self, func: Any, args: tuple, kwargs: dict[str, Any], error: SimulatedMissing) -> Any:
@@ -553,26 +273,22 @@ class Simulator:
 
     # -- lifetime -------------------------------------------------------------------------------------
     def __enter__(self) -> Simulator:
-        from opaudit.fallback import device
-
-        global _active
         with _lock:
-            if _active is not None:
-                raise InputError(f"a simulation of {_active.target} is already running in this process")
+            if state.sim is not None:
+                raise InputError(f"a simulation of {state.sim.target} is already running in this process")
             setup_device(self.name)
-            _device.count = self.device_count
-            _device.current = 0
-            self._undo = device.enter(self)
-            _active = self
+            state.count = self.device_count
+            state.current = 0
+            self._undo = enter_device(self)
+            state.sim = self
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        global _active
         with _lock:
             for undo in reversed(self._undo):
                 undo()
             self._undo = []
-            _active = None
+            state.sim = None
         self.stats.finish()
 
 
@@ -591,7 +307,7 @@ def _round_trip(func: Any, s: OpStat, args: tuple, kwargs: dict[str, Any]) -> An
     host, its results and the arguments it writes back."""
     s.to_host += _bytes((args, kwargs))
     out = run_native(func, args, kwargs)
-    s.to_device += _bytes(out) + sum(_bytes(_arg(args, kwargs, p, n)) for p, n in signature(func).writes)
+    s.to_device += _bytes(out) + sum(_bytes(argument(args, kwargs, p, n)) for p, n in signature(func).writes)
     return out
 
 
@@ -610,12 +326,10 @@ def setup_device(name: str) -> None:
                          hint="run each simulation in its own process (opaudit run --simulate does)")
     from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-    from opaudit.fallback.device import SimDevice
-
     module = SimDevice(name)
     _setup_privateuseone_for_python_backend(name, backend_module=module)
     lib = torch.library.Library("_", "IMPL")
-    lib.fallback(_backend_kernel, "PrivateUse1")
+    lib.fallback(backend_kernel, "PrivateUse1")
     lib.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
     # what reaches the key with the Python key excluded (torch.tensor(data, device=...)) needs kernels of its
     # own: the boxed fallback cannot be called from there
@@ -623,29 +337,14 @@ def setup_device(name: str) -> None:
     for op in _BACKEND_OPS:
         packet, _, overload = op.partition(".")
         overload_ = getattr(getattr(torch.ops.aten, packet), overload or "default")
-        kernels.impl(op, functools.partial(_backend_kernel, overload_), "PrivateUse1")
-    _device.name = name
-    _devices.clear()
+        kernels.impl(op, functools.partial(backend_kernel, overload_), "PrivateUse1")
+    state.name = name
+    devices.clear()
     _setup.update(name=name, lib=lib, kernels=kernels, module=module)
 
 
 _BACKEND_OPS = ("empty.memory_format", "empty_strided", "_copy_from", "_copy_from_and_resize", "_to_copy",
                 "copy_", "_local_scalar_dense", "resize_", "as_strided", "view", "detach", "alias")
-
-
-def memory_allocated() -> int:
-    """Bytes held by live tensors of the simulated device (their CPU data, each storage once)."""
-    seen: dict[int, int] = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # isinstance on deprecated module attributes warns
-        objects = gc.get_objects()
-    for obj in objects:
-        if type(obj) is SimTensor:  # (parameters too; isinstance would touch deprecated objects' __class__)
-            st = obj.elem.untyped_storage()
-            seen[st.data_ptr()] = st.nbytes()
-    total = sum(seen.values())
-    _device.peak = max(_device.peak, total)
-    return total
 
 
 @contextmanager
@@ -656,4 +355,5 @@ def simulate(target: str, **options: Any) -> Iterator[Simulator]:
 
 
 def active() -> Simulator | None:
-    return _active
+    """The simulation running in this process, if any."""
+    return state.sim

@@ -171,11 +171,11 @@ def _size(n: float) -> str:
 def user_line() -> str | None:
     """The first user line on the stack ("train.py:42"), as the tracer finds it."""
     from opaudit.tracing.attribution import source_locator
-    from opaudit.tracing.recorder import _display_path
+    from opaudit.tracing.recorder import display_path
 
     loc = source_locator()
     found, _ = loc.locate(sys._getframe(0))  # (frames above 0 may not exist on an autograd device thread)
     if found is None:
         return None
     path, line = loc.resolve(found)
-    return f"{_display_path(path)}:{line}"
+    return f"{display_path(path)}:{line}"

@@ -251,7 +251,7 @@ class Recording:
                 src = locations.get(loc)
                 if src is None:
                     filename, line = self.locator.resolve(loc)
-                    src = locations[loc] = f"{_display_path(filename)}:{line}"
+                    src = locations[loc] = f"{display_path(filename)}:{line}"
                     code = linecache.getline(filename, line).strip()
                     if code:
                         sources[src] = code
@@ -380,8 +380,9 @@ def _site_dirs() -> tuple[str, ...]:
     return tuple(sorted({os.path.realpath(d) + os.sep for d in dirs}, key=len, reverse=True))
 
 
-def _display_path(filename: str) -> str:
-    """Relative to site-packages for installed packages, else to the working directory when below it."""
+def display_path(filename: str) -> str:
+    """``filename`` as reports show it: relative to site-packages for installed packages, else to the working
+    directory when below it (``train.py``), else absolute. The rehearsal's statistics show lines the same way."""
     if not os.path.isabs(filename):
         return filename
     full = os.path.realpath(filename)
@@ -406,9 +407,9 @@ class _OpRecorder(TorchDispatchMode):
         self.rec = rec
         self._info = rec._info.get  # bound once: the lookups below run for every op
         self._add = rec.add
-        # on the simulated device (opaudit.fallback.simulator), an op of its tensors goes from here straight to
+        # on the simulated device (opaudit.fallback.tensor), an op of its tensors goes from here straight to
         # the device's dispatch, which is where the dispatcher would send it next: one Python entry per op
-        sim = sys.modules.get("opaudit.fallback.simulator")
+        sim = sys.modules.get("opaudit.fallback.tensor")
         self._device = (sim.SimTensor,) if sim is not None else None
         self._device_dispatch = sim.SimTensor.__torch_dispatch__ if sim is not None else None
 

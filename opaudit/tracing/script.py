@@ -59,7 +59,9 @@ def run_main(target: str, module: bool) -> None:
 
 
 @contextmanager
-def _argv_and_path(argv: list[str], path0: str) -> Iterator[None]:
+def argv_and_path(argv: list[str], path0: str) -> Iterator[None]:
+    """Run the body with ``sys.argv`` set to ``argv`` and ``path0`` first on ``sys.path``, as ``python script``
+    sets them (the rehearsal's run_script runs a script the same way); both are restored after."""
     old_argv, old_path = sys.argv[:], sys.path[:]
     sys.argv = argv
     sys.path.insert(0, path0)
@@ -111,7 +113,7 @@ def trace_script(
                    device=device)
     failure: BaseException | None = None
     try:
-        with _argv_and_path([shown, *argv], path0), _alarm(timeout, rec), on_device(device) as sim:
+        with argv_and_path([shown, *argv], path0), _alarm(timeout, rec), on_device(device) as sim:
             rec.simulated = simulated_meta(sim)
             with rec:
                 run_main(target, module)

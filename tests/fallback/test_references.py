@@ -10,8 +10,8 @@ import pytest
 import torch
 from helpers import FIXTURES, run_cli
 
-from opaudit.fallback.choose import decomposition, overload_of
-from opaudit.fallback.references import REFERENCES, cpu_impl, has_cpu_kernel, native_without_cpu_kernel, scope
+from opaudit.fallback.choose import cpu_impl, decomposition, overload_of
+from opaudit.fallback.references import REFERENCES, has_cpu_kernel, native_without_cpu_kernel, scope
 
 aten = torch.ops.aten
 F64 = torch.float64

@@ -1,0 +1,187 @@
+"""The import graph of opaudit/, read from the source with ``ast``: fallback/ has no import cycle, and no
+module uses another package's private names.
+
+Every ``import`` counts, at module level and inside functions (a function-level import that closes a cycle
+is still a cycle: it only moves the failure to the first call); imports under ``if TYPE_CHECKING:`` never
+run and do not count. A package's ``__init__`` is a module of its own: importing ``opaudit.a.b`` is an edge
+to ``opaudit.a.b`` only (Python runs the package first, and that is no cycle unless ``__init__`` imports the
+module back, which is then an edge of its own)."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from helpers import ROOT
+
+PACKAGE = ROOT / "opaudit"
+
+
+@dataclass
+class Module:
+    name: str
+    path: Path
+    is_package: bool
+    imports: dict[str, list[int]] = field(default_factory=dict)  # imported module -> lines
+    # (line, owner module, private name): `from owner import _name`, or `owner._name` on a name bound to it
+    private: list[tuple[int, str, str]] = field(default_factory=list)
+
+    @property
+    def package(self) -> str:
+        return self.name if self.is_package else self.name.rpartition(".")[0]
+
+
+def _modules(root: Path = PACKAGE) -> dict[str, Module]:
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        name = ".".join(parts[:-1] if is_package else parts)
+        found[name] = Module(name, path, is_package)
+    return found
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the nodes under ``if TYPE_CHECKING:`` (their imports never run)."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            for child in node.body:
+                skip.update(id(n) for n in ast.walk(child))
+    return skip
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _read(modules: dict[str, Module]) -> dict[str, Module]:
+    for m in modules.values():
+        tree = ast.parse(m.path.read_text(encoding="utf-8"), str(m.path))
+        skip = _type_checking_only(tree)
+        bound: dict[str, str] = {}  # local name -> the opaudit module it names (for `module._name`)
+
+        def edge(target: str, line: int, m: Module = m) -> None:
+            m.imports.setdefault(target, []).append(line)
+
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name in modules:
+                        edge(a.name, node.lineno)
+                        if a.asname:
+                            bound[a.asname] = a.name
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = m.package.split(".")
+                    base = base[:len(base) - node.level + 1]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                if source not in modules:
+                    continue
+                for a in node.names:
+                    sub = f"{source}.{a.name}"
+                    if sub in modules:  # `from opaudit.fallback import simulator`: the submodule
+                        edge(sub, node.lineno)
+                        bound[a.asname or a.name] = sub
+                    else:
+                        edge(source, node.lineno)
+                        if _is_private(a.name):
+                            m.private.append((node.lineno, source, a.name))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
+                    and _is_private(node.attr) and id(node) not in skip):
+                m.private.append((node.lineno, bound[node.value.id], node.attr))
+    return modules
+
+
+def _cycles(modules: dict[str, Module]) -> list[list[str]]:
+    """The strongly connected components with more than one module (or a module importing itself)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+
+    def visit(v: str) -> None:  # Tarjan's algorithm; the graph is a few hundred modules deep at most
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in modules[v].imports:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in modules[v].imports:
+                found.append(sorted(component))
+
+    for v in sorted(modules):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _describe(modules: dict[str, Module], component: list[str]) -> str:
+    inside = set(component)
+    return "; ".join(f"{v} -> {w} (line {modules[v].imports[w][0]})"
+                     for v in component for w in sorted(modules[v].imports) if w in inside)
+
+
+def test_the_reader_finds_cycles_and_private_names(tmp_path):
+    """On a package made for the purpose: a cycle closed by a function-level import is found, one closed
+    under TYPE_CHECKING is not, and private names are found imported and read off a bound module."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import thing\n")
+    (pkg / "b.py").write_text("def f():\n    from pkg import a\n    return a._hidden\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.d import D\n")
+    (pkg / "d.py").write_text("import pkg.c\n")
+    (pkg / "sub" / "e.py").write_text("from pkg.a import _secret\nfrom . import f\n")
+    (pkg / "sub" / "f.py").write_text("from ..a import x\n")
+    modules = _read(_modules(pkg))
+    assert _cycles(modules) == [["pkg.a", "pkg.b"]]
+    assert modules["pkg.sub.e"].imports.keys() == {"pkg.a", "pkg.sub.f"}
+    assert modules["pkg.sub.f"].imports.keys() == {"pkg.a"}
+    assert modules["pkg.sub.e"].private == [(1, "pkg.a", "_secret")]
+    assert modules["pkg.b"].private == [(3, "pkg.a", "_hidden")]
+    # and on opaudit itself, function-level imports are read
+    real = _read(_modules())
+    assert len(real) > 60 and "opaudit.fallback.simulator" in real["opaudit.tracing.device"].imports
+
+
+def test_fallback_is_in_no_import_cycle():
+    """No cycle among the modules of fallback/, nor one that leaves fallback/ and comes back."""
+    modules = _read(_modules())
+    bad = [c for c in _cycles(modules) if any(v.startswith("opaudit.fallback") for v in c)]
+    assert not bad, "import cycles through fallback/:\n" + "\n".join(_describe(modules, c) for c in bad)
+
+
+def test_no_module_uses_another_packages_private_names():
+    """What another package needs is public in the package that owns it; inside fallback/, what another
+    module of it needs is public too."""
+    modules = _read(_modules())
+    bad = []
+    for m in modules.values():
+        for line, source, name in m.private:
+            owner = modules[source].package  # (a package's __init__ belongs to itself)
+            if owner != m.package or (m.package == "opaudit.fallback" and source != m.name):
+                bad.append(f"{m.path.relative_to(ROOT)}:{line}: {name} of {source}")
+    assert not bad, "private names used across boundaries:\n" + "\n".join(bad)
