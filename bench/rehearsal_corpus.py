@@ -22,7 +22,8 @@ its losses match when every loss of the reference (the CPU run, or the trace whe
 path) equals the run's within the manifest's relative tolerance, over the losses both have. The trace's
 device ops are compared with each rehearsal's op statistics by opaudit.fallback.compare_device_ops (the
 comparison the test suite makes). A failed run is given a reason from its message and from what the probe
-saw (a checkpoint loaded or saved before the failure). Writes JSON and a Markdown table beside it.
+saw (a checkpoint loaded or saved before the failure). Writes JSON and a Markdown table beside it; with
+``--only`` the other programs' results already in the JSON are kept (a rerun of one program after a fix).
 """
 
 from __future__ import annotations
@@ -346,11 +347,35 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _kept(out: Path, results: dict[str, Any], m: dict[str, Any]) -> list[dict[str, Any]]:
+    """The programs of an earlier results file that a run of some programs (--only) keeps: those still in the
+    manifest, when the file was made with the same vendors, port target and tolerance (its other programs'
+    figures are then comparable); none otherwise."""
+    if not out.is_file():
+        return []
+    try:
+        old = json.loads(out.read_text())
+    except json.JSONDecodeError:
+        return []
+    same = ("vendors", "port_target", "loss_rtol")
+    if not isinstance(old, dict) or any(old.get(k) != results[k] for k in same):
+        return []
+    ids = {p["id"] for p in m["program"]}
+    return [p for p in old.get("programs", []) if p.get("id") in ids]
+
+
+def _merged(new: list[dict[str, Any]], kept: list[dict[str, Any]], order: list[str]) -> list[dict[str, Any]]:
+    """The programs just run and the kept ones they do not replace, in the manifest's order."""
+    done = {p["id"] for p in new}
+    return sorted(new + [p for p in kept if p["id"] not in done], key=lambda p: order.index(p["id"]))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, required=True, help="folder bench/rehearsal_corpus/corpus.py wrote")
     ap.add_argument("--manifest", type=Path, default=manifest_mod.MANIFEST)
-    ap.add_argument("--only", action="append", default=[], help="program id (repeatable)")
+    ap.add_argument("--only", action="append", default=[],
+                    help="program id (repeatable); the other programs' results in --out are kept")
     ap.add_argument("--deps", type=Path, help="folder with the packages programs list as `requires` "
                     "(pip install --target DIR --no-deps ...), put on their PYTHONPATH")
     ap.add_argument("--jobs", type=int, default=2, help="runs of one program at a time")
@@ -379,12 +404,15 @@ def main(argv: list[str] | None = None) -> int:
         "opaudit_version": opaudit.__version__, "torch": torch.__version__,
         "python": platform.python_version(), "machine": platform.machine(), "vendors": m["vendors"],
         "port_target": m["port_target"], "loss_rtol": m["loss_rtol"], "programs": []}
+    kept = _kept(args.out, results, m) if args.only else []
+    order = [p["id"] for p in m["program"]]
     for prog in programs:
         t0 = time.perf_counter()
         res = rehearse(args.corpus, prog, m["vendors"], m["port_target"], m["loss_rtol"], args.timeout, args.jobs,
                        args.deps)
         res["commit"] = commits[prog["project"]]
         results["programs"].append(res)
+        results["programs"] = _merged(results["programs"], kept, order)
         print(f"{prog['id']} ({time.perf_counter() - t0:.0f} s)")
         for r in res["runs"]:
             print(f"  {r['kind']:<14} {_cell(r, res['runs'][-1])}", flush=True)

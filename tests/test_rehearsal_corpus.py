@@ -69,3 +69,21 @@ def test_why_a_run_failed():
     ref, run = {"probe": {"losses": [2.0, 1.0]}}, {"probe": {"losses": [2.0, 1.001, 0.5]}}
     assert abs(bench._loss_diff(ref, run) - 1e-3) < 1e-9
     assert bench._loss_diff(ref, {"probe": {"losses": []}}) is None
+
+
+def test_a_run_of_some_programs_keeps_the_others_results(tmp_path):
+    bench = _bench()
+    manifest = {"program": [{"id": "a"}, {"id": "b"}, {"id": "c"}]}
+    header = {"vendors": ["ascend"], "port_target": "ascend", "loss_rtol": 1e-3}
+    out = tmp_path / "results.json"
+    old = {**header, "programs": [{"id": "a", "runs": "old a"}, {"id": "b", "runs": "old b"},
+                                  {"id": "gone", "runs": "no longer in the manifest"}]}
+    out.write_text(json.dumps(old))
+    kept = bench._kept(out, {**header, "programs": []}, manifest)
+    assert [p["id"] for p in kept] == ["a", "b"]
+    merged = bench._merged([{"id": "c", "runs": "new c"}, {"id": "a", "runs": "new a"}], kept,
+                           [p["id"] for p in manifest["program"]])
+    assert [(p["id"], p["runs"]) for p in merged] == [("a", "new a"), ("b", "old b"), ("c", "new c")]
+    # results made with other vendors (or another tolerance) are not comparable: nothing is kept
+    assert bench._kept(out, {**header, "vendors": ["musa"], "programs": []}, manifest) == []
+    assert bench._kept(tmp_path / "none.json", {**header, "programs": []}, manifest) == []
