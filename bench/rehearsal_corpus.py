@@ -406,13 +406,14 @@ def main(argv: list[str] | None = None) -> int:
         "port_target": m["port_target"], "loss_rtol": m["loss_rtol"], "programs": []}
     kept = _kept(args.out, results, m) if args.only else []
     order = [p["id"] for p in m["program"]]
+    ran: list[dict[str, Any]] = []
     for prog in programs:
         t0 = time.perf_counter()
         res = rehearse(args.corpus, prog, m["vendors"], m["port_target"], m["loss_rtol"], args.timeout, args.jobs,
                        args.deps)
         res["commit"] = commits[prog["project"]]
-        results["programs"].append(res)
-        results["programs"] = _merged(results["programs"], kept, order)
+        ran.append(res)
+        results["programs"] = _merged(ran, kept, order)
         print(f"{prog['id']} ({time.perf_counter() - t0:.0f} s)")
         for r in res["runs"]:
             print(f"  {r['kind']:<14} {_cell(r, res['runs'][-1])}", flush=True)

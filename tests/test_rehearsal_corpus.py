@@ -81,8 +81,12 @@ def test_a_run_of_some_programs_keeps_the_others_results(tmp_path):
     out.write_text(json.dumps(old))
     kept = bench._kept(out, {**header, "programs": []}, manifest)
     assert [p["id"] for p in kept] == ["a", "b"]
-    merged = bench._merged([{"id": "c", "runs": "new c"}, {"id": "a", "runs": "new a"}], kept,
-                           [p["id"] for p in manifest["program"]])
+    order = [p["id"] for p in manifest["program"]]
+    ran = [{"id": "c", "runs": "new c"}]  # after each program the file is written again: what has run so far
+    assert [(p["id"], p["runs"]) for p in bench._merged(ran, kept, order)] == [
+        ("a", "old a"), ("b", "old b"), ("c", "new c")]
+    ran.append({"id": "a", "runs": "new a"})
+    merged = bench._merged(ran, kept, order)
     assert [(p["id"], p["runs"]) for p in merged] == [("a", "new a"), ("b", "old b"), ("c", "new c")]
     # results made with other vendors (or another tolerance) are not comparable: nothing is kept
     assert bench._kept(out, {**header, "vendors": ["musa"], "programs": []}, manifest) == []
