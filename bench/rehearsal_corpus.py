@@ -207,11 +207,18 @@ def _run(kind: str, cmd: list[str], prog: dict[str, Any], corpus: Path, tmp: Pat
 _RUN_DIR = re.compile(r"/\S*?/rc-[\w.-]+/[\w.-]+-(?:cpu|sim-[\w@.+-]+|port|trace)/")
 
 
+# the checkout that ran (opaudit's own files and the probe) and the interpreter's packages: where they lie
+# on the machine that ran them says nothing about the run
+_CHECKOUT = re.compile(r"/[^\s\"':]*/(?=(?:opaudit|bench)/)")  # greedy: a checkout may be named opaudit
+_PACKAGES = re.compile(r"/[^\s\"':]*?/(?=site-packages/)")
+
+
 def _tidy(run: dict[str, Any]) -> None:
-    """Paths into a run's temporary copy, relative to the copy."""
+    """Paths into a run's temporary copy, relative to the copy; paths into the checkout and the installed
+    packages, relative to those."""
     for key in ("reason", "stderr_tail"):
         if run.get(key):
-            run[key] = _RUN_DIR.sub("", run[key])
+            run[key] = _PACKAGES.sub("", _CHECKOUT.sub("", _RUN_DIR.sub("", run[key])))
 
 
 def _trains(run: dict[str, Any]) -> bool:
