@@ -518,13 +518,19 @@ class Simulator:
                 saved.sim_inside = overload  # type: ignore[attr-defined]
                 return saved
 
+            hooks: Any = torch.autograd.graph.saved_tensors_hooks(pack, _unpack)
+            try:
+                hooks.__enter__()
+            except RuntimeError:  # the program disabled saved-tensor hooks here: its forward is still marked
+                hooks = None
             outer = getattr(_inside, "op", None)
             _inside.op = overload
             try:
-                with torch.autograd.graph.saved_tensors_hooks(pack, _unpack):
-                    return run(*args, **kwargs)
+                return run(*args, **kwargs)
             finally:
                 _inside.op = outer
+                if hooks is not None:
+                    hooks.__exit__(None, None, None)
 
         watch = ChoiceWatch(on_call)
         watch.install()
