@@ -304,6 +304,17 @@ def _cell(r: dict[str, Any], trace: dict[str, Any] | None = None) -> str:
     return ", ".join(bits)
 
 
+def _totals(results: dict[str, Any]) -> str:
+    """One line of figures over every run."""
+    runs = [r for p in results["programs"] for r in p["runs"]]
+    compared = [r for r in runs if r["loss_reference"]]
+    ops = [r for r in runs if r.get("device_ops") is not None]
+    return (f"Runs that exit 0: {sum(r['rc'] == 0 for r in runs)}/{len(runs)}; that train: "
+            f"{sum(r['trains'] for r in runs)}/{len(runs)}; losses matching the reference: "
+            f"{sum(r['loss_match'] for r in compared)}/{len(compared)}; the trace's device ops equal the "
+            f"rehearsal's: {sum(r['device_ops']['equal'] for r in ops)}/{len(ops)}.")
+
+
 def markdown(results: dict[str, Any]) -> str:
     kinds = ["cpu", *(f"sim:{v}" for v in results["vendors"]), "port", "trace"]
     lines = [
@@ -315,6 +326,7 @@ def markdown(results: dict[str, Any]) -> str:
         "`loss =` the losses equal the reference's (the CPU run, or the trace where the program has no CPU path) "
         "within the tolerance; `ops =` the trace's device ops equal the rehearsal's "
         "(opaudit.fallback.compare_device_ops); then why it failed.", "",
+        _totals(results), "",
         "| program | " + " | ".join(kinds) + " |",
         "| --- | " + " | ".join("---" for _ in kinds) + " |",
     ]
@@ -331,13 +343,18 @@ def markdown(results: dict[str, Any]) -> str:
                 reasons.setdefault(key, []).append(f"{p['id']} {r['kind']}")
     for reason, where in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
         lines.append(f"- {reason} ({len(where)}): " + ", ".join(where))
+    if not reasons:
+        lines.append("None: every run exited 0.")
     lines += ["", "## Disagreements between trace and rehearsal", ""]
+    n = len(lines)
     for p in results["programs"]:
         for r in p["runs"]:
             ops = r.get("device_ops")
             if ops and not ops["equal"] and _same_stop(r, next(x for x in p["runs"] if x["kind"] == "trace")):
                 lines.append(f"- {p['id']} {r['kind']}: trace only {ops['trace_only']}, rehearsal only "
                              f"{ops['rehearsal_only']}, host ops on the device {ops['host_on_device']}")
+    if len(lines) == n:
+        lines.append("None where the run and the trace ended alike.")
     lines += ["", "## Ops the stand-in device receives as their parts", "",
               "Ops the target registers a kernel for that PyTorch implements as CompositeExplicitAutograd: a "
               "real device receives them whole, the rehearsal's stand-in their parts (not counted as a "
