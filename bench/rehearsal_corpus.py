@@ -215,10 +215,13 @@ _PACKAGES = re.compile(r"/[^\s\"':]*?/(?=site-packages/)")
 
 def _tidy(run: dict[str, Any]) -> None:
     """Paths into a run's temporary copy, relative to the copy; paths into the checkout and the installed
-    packages, relative to those."""
+    packages, relative to those; no source line quoted from a program."""
     for key in ("reason", "stderr_tail"):
         if run.get(key):
             run[key] = _PACKAGES.sub("", _CHECKOUT.sub("", _RUN_DIR.sub("", run[key])))
+    if run.get("stderr_tail"):  # the source lines a warning or a traceback quotes: the programs' code stays out
+        run["stderr_tail"] = "\n".join(ln for ln in run["stderr_tail"].splitlines()
+                                       if not ln[:1].isspace() or ln.lstrip().startswith("File "))
 
 
 def _trains(run: dict[str, Any]) -> bool:
