@@ -22,7 +22,8 @@ its losses match when every loss of the reference (the CPU run, or the trace whe
 path) equals the run's within the manifest's relative tolerance, over the losses both have. The trace's
 device ops are compared with each rehearsal's op statistics by opaudit.fallback.compare_device_ops (the
 comparison the test suite makes). A failed run is given a reason from its message and from what the probe
-saw (a checkpoint loaded or saved before the failure). Writes JSON and a Markdown table beside it.
+saw (a checkpoint loaded or saved before the failure). Writes JSON and a Markdown table beside it; with
+``--only`` the other programs' results already in the JSON are kept (a rerun of one program after a fix).
 """
 
 from __future__ import annotations
@@ -206,11 +207,21 @@ def _run(kind: str, cmd: list[str], prog: dict[str, Any], corpus: Path, tmp: Pat
 _RUN_DIR = re.compile(r"/\S*?/rc-[\w.-]+/[\w.-]+-(?:cpu|sim-[\w@.+-]+|port|trace)/")
 
 
+# the checkout that ran (opaudit's own files and the probe) and the interpreter's packages: where they lie
+# on the machine that ran them says nothing about the run
+_CHECKOUT = re.compile(r"/[^\s\"':]*/(?=(?:opaudit|bench)/)")  # greedy: a checkout may be named opaudit
+_PACKAGES = re.compile(r"/[^\s\"':]*?/(?=site-packages/)")
+
+
 def _tidy(run: dict[str, Any]) -> None:
-    """Paths into a run's temporary copy, relative to the copy."""
+    """Paths into a run's temporary copy, relative to the copy; paths into the checkout and the installed
+    packages, relative to those; no source line quoted from a program."""
     for key in ("reason", "stderr_tail"):
         if run.get(key):
-            run[key] = _RUN_DIR.sub("", run[key])
+            run[key] = _PACKAGES.sub("", _CHECKOUT.sub("", _RUN_DIR.sub("", run[key])))
+    if run.get("stderr_tail"):  # the source lines a warning or a traceback quotes: the programs' code stays out
+        run["stderr_tail"] = "\n".join(ln for ln in run["stderr_tail"].splitlines()
+                                       if not ln[:1].isspace() or ln.lstrip().startswith("File "))
 
 
 def _trains(run: dict[str, Any]) -> bool:
@@ -296,6 +307,17 @@ def _cell(r: dict[str, Any], trace: dict[str, Any] | None = None) -> str:
     return ", ".join(bits)
 
 
+def _totals(results: dict[str, Any]) -> str:
+    """One line of figures over every run."""
+    runs = [r for p in results["programs"] for r in p["runs"]]
+    compared = [r for r in runs if r["loss_reference"]]
+    ops = [r for r in runs if r.get("device_ops") is not None]
+    return (f"Runs that exit 0: {sum(r['rc'] == 0 for r in runs)}/{len(runs)}; that train: "
+            f"{sum(r['trains'] for r in runs)}/{len(runs)}; losses matching the reference: "
+            f"{sum(r['loss_match'] for r in compared)}/{len(compared)}; the trace's device ops equal the "
+            f"rehearsal's: {sum(r['device_ops']['equal'] for r in ops)}/{len(ops)}.")
+
+
 def markdown(results: dict[str, Any]) -> str:
     kinds = ["cpu", *(f"sim:{v}" for v in results["vendors"]), "port", "trace"]
     lines = [
@@ -307,6 +329,7 @@ def markdown(results: dict[str, Any]) -> str:
         "`loss =` the losses equal the reference's (the CPU run, or the trace where the program has no CPU path) "
         "within the tolerance; `ops =` the trace's device ops equal the rehearsal's "
         "(opaudit.fallback.compare_device_ops); then why it failed.", "",
+        _totals(results), "",
         "| program | " + " | ".join(kinds) + " |",
         "| --- | " + " | ".join("---" for _ in kinds) + " |",
     ]
@@ -323,13 +346,18 @@ def markdown(results: dict[str, Any]) -> str:
                 reasons.setdefault(key, []).append(f"{p['id']} {r['kind']}")
     for reason, where in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
         lines.append(f"- {reason} ({len(where)}): " + ", ".join(where))
+    if not reasons:
+        lines.append("None: every run exited 0.")
     lines += ["", "## Disagreements between trace and rehearsal", ""]
+    n = len(lines)
     for p in results["programs"]:
         for r in p["runs"]:
             ops = r.get("device_ops")
             if ops and not ops["equal"] and _same_stop(r, next(x for x in p["runs"] if x["kind"] == "trace")):
                 lines.append(f"- {p['id']} {r['kind']}: trace only {ops['trace_only']}, rehearsal only "
                              f"{ops['rehearsal_only']}, host ops on the device {ops['host_on_device']}")
+    if len(lines) == n:
+        lines.append("None where the run and the trace ended alike.")
     lines += ["", "## Ops the stand-in device receives as their parts", "",
               "Ops the target registers a kernel for that PyTorch implements as CompositeExplicitAutograd: a "
               "real device receives them whole, the rehearsal's stand-in their parts (not counted as a "
@@ -346,11 +374,35 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _kept(out: Path, results: dict[str, Any], m: dict[str, Any]) -> list[dict[str, Any]]:
+    """The programs of an earlier results file that a run of some programs (--only) keeps: those still in the
+    manifest, when the file was made with the same vendors, port target and tolerance (its other programs'
+    figures are then comparable); none otherwise."""
+    if not out.is_file():
+        return []
+    try:
+        old = json.loads(out.read_text())
+    except json.JSONDecodeError:
+        return []
+    same = ("vendors", "port_target", "loss_rtol")
+    if not isinstance(old, dict) or any(old.get(k) != results[k] for k in same):
+        return []
+    ids = {p["id"] for p in m["program"]}
+    return [p for p in old.get("programs", []) if p.get("id") in ids]
+
+
+def _merged(new: list[dict[str, Any]], kept: list[dict[str, Any]], order: list[str]) -> list[dict[str, Any]]:
+    """The programs just run and the kept ones they do not replace, in the manifest's order."""
+    done = {p["id"] for p in new}
+    return sorted(new + [p for p in kept if p["id"] not in done], key=lambda p: order.index(p["id"]))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, required=True, help="folder bench/rehearsal_corpus/corpus.py wrote")
     ap.add_argument("--manifest", type=Path, default=manifest_mod.MANIFEST)
-    ap.add_argument("--only", action="append", default=[], help="program id (repeatable)")
+    ap.add_argument("--only", action="append", default=[],
+                    help="program id (repeatable); the other programs' results in --out are kept")
     ap.add_argument("--deps", type=Path, help="folder with the packages programs list as `requires` "
                     "(pip install --target DIR --no-deps ...), put on their PYTHONPATH")
     ap.add_argument("--jobs", type=int, default=2, help="runs of one program at a time")
@@ -379,12 +431,16 @@ def main(argv: list[str] | None = None) -> int:
         "opaudit_version": opaudit.__version__, "torch": torch.__version__,
         "python": platform.python_version(), "machine": platform.machine(), "vendors": m["vendors"],
         "port_target": m["port_target"], "loss_rtol": m["loss_rtol"], "programs": []}
+    kept = _kept(args.out, results, m) if args.only else []
+    order = [p["id"] for p in m["program"]]
+    ran: list[dict[str, Any]] = []
     for prog in programs:
         t0 = time.perf_counter()
         res = rehearse(args.corpus, prog, m["vendors"], m["port_target"], m["loss_rtol"], args.timeout, args.jobs,
                        args.deps)
         res["commit"] = commits[prog["project"]]
-        results["programs"].append(res)
+        ran.append(res)
+        results["programs"] = _merged(ran, kept, order)
         print(f"{prog['id']} ({time.perf_counter() - t0:.0f} s)")
         for r in res["runs"]:
             print(f"  {r['kind']:<14} {_cell(r, res['runs'][-1])}", flush=True)

@@ -54,6 +54,8 @@ def test_the_corpus_script_rehearses_a_program_three_ways(tmp_path):
     assert "Fixed" in runs["port"]["fix"]["summary"]  # the port rewrote the TF32 switch and the device
     table = out.with_suffix(".md").read_text()
     assert "| tiny-lstm (owner/tiny train.py) |" in table and "ops =" in table
+    assert "Runs that exit 0: 5/5; that train: 5/5; losses matching the reference: 4/4; the trace's device ops " \
+           "equal the rehearsal's: 3/3." in table and "None: every run exited 0." in table
 
 
 def test_why_a_run_failed():
@@ -69,3 +71,41 @@ def test_why_a_run_failed():
     ref, run = {"probe": {"losses": [2.0, 1.0]}}, {"probe": {"losses": [2.0, 1.001, 0.5]}}
     assert abs(bench._loss_diff(ref, run) - 1e-3) < 1e-9
     assert bench._loss_diff(ref, {"probe": {"losses": []}}) is None
+
+
+def test_a_run_of_some_programs_keeps_the_others_results(tmp_path):
+    bench = _bench()
+    manifest = {"program": [{"id": "a"}, {"id": "b"}, {"id": "c"}]}
+    header = {"vendors": ["ascend"], "port_target": "ascend", "loss_rtol": 1e-3}
+    out = tmp_path / "results.json"
+    old = {**header, "programs": [{"id": "a", "runs": "old a"}, {"id": "b", "runs": "old b"},
+                                  {"id": "gone", "runs": "no longer in the manifest"}]}
+    out.write_text(json.dumps(old))
+    kept = bench._kept(out, {**header, "programs": []}, manifest)
+    assert [p["id"] for p in kept] == ["a", "b"]
+    order = [p["id"] for p in manifest["program"]]
+    ran = [{"id": "c", "runs": "new c"}]  # after each program the file is written again: what has run so far
+    assert [(p["id"], p["runs"]) for p in bench._merged(ran, kept, order)] == [
+        ("a", "old a"), ("b", "old b"), ("c", "new c")]
+    ran.append({"id": "a", "runs": "new a"})
+    merged = bench._merged(ran, kept, order)
+    assert [(p["id"], p["runs"]) for p in merged] == [("a", "new a"), ("b", "old b"), ("c", "new c")]
+    # results made with other vendors (or another tolerance) are not comparable: nothing is kept
+    assert bench._kept(out, {**header, "vendors": ["musa"], "programs": []}, manifest) == []
+    assert bench._kept(tmp_path / "none.json", {**header, "programs": []}, manifest) == []
+
+
+def test_paths_of_the_machine_that_ran_and_quoted_source_lines_are_left_out():
+    bench = _bench()
+    run = {"reason": None, "stderr_tail": (
+        "/home/u/src/opaudit/opaudit/fallback/device.py:653: UserWarning: x\n"
+        "  File \"/tmp/rc-p-1/p-sim-ascend/main.py\", line 3\n"
+        "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/rnn.py:1: UserWarning: y\n"
+        "  File \"/srv/ck/bench/rehearsal_corpus/probe/sitecustomize.py\", line 75, in backward\n"
+        "    return original(self, *args, **kwargs)")}
+    bench._tidy(run)
+    assert run["stderr_tail"] == (
+        "opaudit/fallback/device.py:653: UserWarning: x\n"
+        "  File \"main.py\", line 3\n"
+        "site-packages/torch/nn/modules/rnn.py:1: UserWarning: y\n"
+        "  File \"bench/rehearsal_corpus/probe/sitecustomize.py\", line 75, in backward")

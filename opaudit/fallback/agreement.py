@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from opaudit.matrix.matrix import Matrix
     from opaudit.tracing.schema import Trace
 
-COMPOSITE_LEAVES = frozenset({"fill_.Scalar", "zero_", "arange.start_out", "normal_", "uniform_", "random_.from"})
+# the parts a composite factory's leaves add on the device: its allocation and the kernel that fills it
+COMPOSITE_LEAVES = frozenset({"empty.memory_format", "empty_strided", "fill_.Scalar", "zero_", "arange.start_out",
+                              "normal_", "uniform_", "random_.from"})
 CHOICE_KERNELS = frozenset({"_safe_softmax", "where.self", "tril", "expand", "_unsafe_view", "native_dropout",
                             "native_batch_norm"})
 MODULE_TO = frozenset({"_has_compatible_shallow_copy_type"})

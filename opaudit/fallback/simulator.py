@@ -36,12 +36,13 @@ from opaudit.fallback.choose import Chooser, decomposing, decomposition, op_name
 from opaudit.fallback.device import SimDevice
 from opaudit.fallback.device import enter as enter_device
 from opaudit.fallback.live import run_fallback
-from opaudit.fallback.paths import detours, limit
+from opaudit.fallback.paths import Detour, detours, limit, own_kernel_detours
 from opaudit.fallback.references import AS_GENERIC_PATH, RehearsalLimit
 from opaudit.fallback.roundtrip import argument, signature
 from opaudit.fallback.stats import OpStat, Stats, user_line
 from opaudit.fallback.tensor import (
     Call,
+    SimTensor,
     backend_kernel,
     call_of,
     device_index,
@@ -129,6 +130,8 @@ class Simulator:
         self.chooser = Chooser(self._has, force_cpu=force_cpu, forbid=forbid, has_base=self._has_base)
         self.plans: dict[int, Plan] = {}  # id(OpOverload) -> its plan (as _calls)
         self._detours = detours(self.matrix)  # ops of the stand-in's path that the target's path never runs
+        # ops of the stand-in's path that the target lacks, inside a composite the target registers itself
+        self._own = {op: d for op, d in own_kernel_detours(self.matrix).items() if op not in self._detours}
         self._warned: set[str] = set()
         self._undo: list[Any] = []
 
@@ -169,6 +172,14 @@ class Simulator:
                                              call if kind == _NATIVE and call.plain else None)
         return plan
 
+    def count_factory(self, func: Any) -> None:
+        """An allocation that reaches the device key without a device tensor among its arguments (a factory
+        called from C++, such as DistributedDataParallel's gradient buckets, or the empty tensor inside a
+        composite factory): the device receives it, so it is counted like any op it runs."""
+        plan = self.plans.get(id(func)) or self._plan(func)
+        if plan.stat is not None:
+            plan.stat.calls += 1
+
     # -- one op -------------------------------------------------------------------------------------
     def handle(self, func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
         plan = self.plans.get(id(func))
@@ -192,7 +203,56 @@ class Simulator:
             return self._vendor_cpu(func, plan, args, kwargs)
         if plan.kind == _DETOUR:
             return self._detour(func, plan, args, kwargs)
+        own = self._own.get(plan.op)
+        if own is not None and _reached_inside(own.inside, args, kwargs):
+            return self._own_kernel(func, own, args, kwargs)
         return self._missing(func, plan, args, kwargs)
+
+    def _own_kernel(self, func: Any, detour: Detour, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """An op the target lacks, reached inside a composite the target registers itself (paths.py): the
+        real device runs the composite in its own kernel, of which this op is a part; the rehearsal runs it on
+        its CPU data (the CPU kernel, or opaudit's reference), as one step of that kernel: none of its parts is
+        a device op, and it is counted as running on the device, with the reason."""
+        s = self.stats.op(detour.op, "native", detour.why, "native")
+        s.calls += 1
+        return run_native(func, args, kwargs)
+
+    def _watch_own_kernels(self) -> Any:
+        """Wrappers around the Python entry points of the composites the target registers itself: a call of
+        the registered overload marks its ops, and the tensors saved for its backward (``_reached_inside``)."""
+        from opaudit.tracing.choices import ChoiceWatch
+
+        overloads = frozenset(d.inside for d in self._own.values())
+
+        def on_call(overload: str, args: tuple, kwargs: dict[str, Any], frame: Any, run: Any) -> Any:
+            if overload not in overloads:
+                return run(*args, **kwargs)
+
+            def pack(t: torch.Tensor) -> torch.Tensor:
+                if type(t) is not SimTensor:
+                    return t
+                # a new wrapper of the same data: the node holding it must not hold its own output (a cycle)
+                saved = SimTensor(t.elem, t.sim_index)
+                saved.sim_inside = overload  # type: ignore[attr-defined]
+                return saved
+
+            hooks: Any = torch.autograd.graph.saved_tensors_hooks(pack, _unpack)
+            try:
+                hooks.__enter__()
+            except RuntimeError:  # the program disabled saved-tensor hooks here: its forward is still marked
+                hooks = None
+            outer = getattr(_inside, "op", None)
+            _inside.op = overload
+            try:
+                return run(*args, **kwargs)
+            finally:
+                _inside.op = outer
+                if hooks is not None:
+                    hooks.__exit__(None, None, None)
+
+        watch = ChoiceWatch(on_call)
+        watch.install()
+        return watch
 
     def _detour(self, func: Any, plan: Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
         """An op of the stand-in's path that the target's path never runs: run as its decomposition into the
@@ -280,6 +340,8 @@ class Simulator:
             state.count = self.device_count
             state.current = 0
             self._undo = enter_device(self)
+            if self._own:
+                self._undo.append(self._watch_own_kernels().remove)
             state.sim = self
         return self
 
@@ -290,6 +352,24 @@ class Simulator:
             self._undo = []
             state.sim = None
         self.stats.finish()
+
+
+_inside = threading.local()  # .op: the registered overload whose call runs on this thread (Simulator._own)
+
+
+def _unpack(t: torch.Tensor) -> torch.Tensor:
+    return t
+
+
+def _reached_inside(overload: str, args: tuple, kwargs: dict[str, Any]) -> bool:
+    """Whether an op runs inside a call of ``overload``: in its forward (on this thread), or in its backward
+    (a tensor saved for it among the arguments)."""
+    if getattr(_inside, "op", None) == overload:
+        return True
+    for a in (*args, *kwargs.values()):
+        if getattr(a, "sim_inside", None) == overload:
+            return True
+    return False
 
 
 def _bytes(x: Any) -> int:

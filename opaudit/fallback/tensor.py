@@ -313,7 +313,13 @@ def backend_kernel(op: Any, *args: Any, **kwargs: Any) -> Any:
         dst.elem.resize_(src.shape).copy_(unwrap(src))
         refresh(dst)
         return dst
+    sim = state.sim
+    if sim is not None and name in FACTORIES:
+        sim.count_factory(op)
     return run_native(op, args, kwargs)
+
+
+FACTORIES = frozenset({"aten::empty", "aten::empty_strided"})  # schema names of the allocations counted
 
 
 def host_data(t: torch.Tensor) -> torch.Tensor:

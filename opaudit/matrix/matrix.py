@@ -107,6 +107,7 @@ class ChoiceRule:
     op: str  # "aten::lstm"
     paths: tuple[ChoicePath, ...]
     cpu_kernels: tuple[str, ...]
+    plain_overload: str = "default"  # the overload a call without a packed sequence reaches ("input")
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ def choice_rules() -> dict[str, ChoiceRule]:
                              bool(p.get("generic")), p.get("versions", ""), p.get("condition", ""),
                              p.get("source", "")) for p in c.get("path", [])),
             tuple(c.get("cpu_kernels", [])),
+            c.get("overloads", {}).get("otherwise", "default"),
         )
         rules[c["op"].removeprefix("aten::")] = rule
         for k in rule.cpu_kernels:

@@ -137,3 +137,28 @@ def test_rnn_choices_are_recorded_with_their_overload(cls, kw, name):
     trace = opaudit.trace(_Packed(cls, **kw), torch.randn(3, 2, 4))
     choices = {r.op for r in trace.records if r.kind == "choice"}
     assert choices == {f"aten::{name}.input", f"aten::{name}.data"}, choices
+
+
+@pytest.mark.parametrize("target", ["ascend", "musa@2.1.0"])
+def test_a_target_that_registers_the_composite_itself_is_not_held_to_the_stand_ins_path(target, tmp_path):
+    """ascend registers gru.input itself: the real device runs its own GRU and never reaches the cells, so the
+    cell's backward that ascend lacks is no reason to stop under --strict; the rehearsal runs it as a step of
+    ascend's own kernel (on the CPU data, no part of it a device op), and the step matches the CPU. nn.GRUCell
+    reaches the same cell outside any such kernel and still stops (test_simulate.py). musa 2.1.0 registers no
+    GRU of its own and lacks the fused cell: --strict stops on it."""
+    import re
+
+    stats = tmp_path / "stats.json"
+    rc, stdout, stderr = run_cli("run", "--simulate", target, "--strict", "--stats", str(stats), "--",
+                                 str(FIXTURES / "fallback" / "rnn_step.py"), "GRU")
+    if target.startswith("musa"):
+        assert rc == 3 and "aten::_thnn_fused_gru_cell" in stderr, stderr[-2000:]
+        return
+    assert rc == 0, stderr[-2000:]
+    assert float(re.search(r"worst relative difference (\S+)", stdout).group(1)) < 1e-5, stdout
+    ops = {o["op"]: o for o in json.loads(stats.read_text())["ops"]}
+    cell = ops["_thnn_fused_gru_cell_backward"]
+    assert (cell["path"], cell["status"], cell["calls"]) == ("native", "native", 10), cell
+    assert "registers aten::gru.input itself" in cell["reason"]
+    assert ops["_thnn_fused_gru_cell"]["path"] == "native"  # what ascend has runs as it is
+    assert load_matrix(target).resolve("_thnn_fused_gru_cell_backward").status == "missing"

@@ -216,7 +216,7 @@ def test_a_port_that_sets_the_targets_backend_flags_rehearses(vendor, device, tm
 
 
 @pytest.mark.parametrize("target,kind,op", [("musa@1.3.0", "elu", "elu_backward"),
-                                            ("ascend", "gru", "_thnn_fused_gru_cell_backward")])
+                                            ("ascend", "grucell", "_thnn_fused_gru_cell_backward")])
 def test_an_op_missing_in_backward_fails_under_strict_with_its_message(target, kind, op, tmp_path):
     """Raised inside the autograd engine, the failure would unwind through the simulated device's stream
     guard and abort the process; it is raised by loss.backward() instead, with the statistics."""

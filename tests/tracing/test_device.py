@@ -19,6 +19,7 @@ from opaudit.matrix.matrix import normalize
 
 SCRIPT = ROOT / "tests" / "fixtures" / "scripts" / "cuda_bf16_fused.py"
 TRAIN_CUDA = ROOT / "examples" / "train_cuda.py"
+DDP_ONE_RANK = ROOT / "tests" / "fixtures" / "scripts" / "ddp_one_rank.py"
 
 
 def _records(path):
@@ -68,8 +69,8 @@ def test_device_cpu_traces_the_cpu_path(tmp_path):
 
 
 @pytest.mark.parametrize("script,args", [(SCRIPT, []), (TRAIN_CUDA, ["--epochs", "1", "--steps-per-epoch", "2",
-                                                                       "--batch-size", "4"])],
-                         ids=["lm-bf16-fused", "train_cuda"])
+                                                                       "--batch-size", "4"]), (DDP_ONE_RANK, [])],
+                         ids=["lm-bf16-fused", "train_cuda", "ddp-one-rank"])
 def test_the_trace_and_the_rehearsal_see_the_same_device_ops(tmp_path, script, args):
     out, stats = tmp_path / "t.json", tmp_path / "stats.json"
     rc, _, stderr = run_cli("trace", "-q", "--no-audit", "--json", str(out), "--", str(script), *args, cwd=tmp_path)
