@@ -998,7 +998,7 @@ def _visit_attribute_syntax(c: FileCheck, node: cst.Attribute) -> None:
     if attr == "is_cuda" and c.on("OA108") and not c.target.keeps_cuda:
         if c.qualname(node.value) is not None:
             return  # a module attribute, not a tensor's
-        if c.own_is_cuda and dotted(node.value) in c.own_is_cuda:
+        if c.own_is_cuda and dotted(node.value) in c.own_is_cuda or _self_of_own_class(c, node.value):
             return  # the program's own flag (self.is_cuda = ...), not a tensor's
         if isinstance(c.parent, (cst.AssignTarget,)):
             return
@@ -1017,6 +1017,23 @@ def _visit_attribute_syntax(c: FileCheck, node: cst.Attribute) -> None:
                      "known to be a tensor or module: check it)", new, heuristic=True)
     elif attr == "cuda_stream" and c.on("OA410"):
         c.report(node, "OA410", "`.cuda_stream` is a raw CUDA stream handle", heuristic=True)
+
+
+def _self_of_own_class(c: FileCheck, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is the ``self`` of a method of a class that is not a tensor (no base names a
+    Tensor): its attributes are the program's own."""
+    if not isinstance(node, cst.Name) or node.value != "self":
+        return False
+    func = next((i for i in range(len(c.stack) - 1, -1, -1) if isinstance(c.stack[i], (cst.FunctionDef, cst.Lambda))),
+                None)
+    if func is None or not isinstance(c.stack[func], cst.FunctionDef) or func < 2 or \
+            not isinstance(c.stack[func - 2], cst.ClassDef):
+        return False
+    method, cls = c.stack[func], c.stack[func - 2]
+    params = method.params.posonly_params or method.params.params  # type: ignore[attr-defined]
+    if not params or params[0].name.value != "self":
+        return False
+    return not any("Tensor" in (dotted(b.value) or "Tensor") for b in cls.bases)  # type: ignore[attr-defined]
 
 
 _IS_CUDA_SET = re.compile(rb"([A-Za-z_][\w.]*)\.is_cuda[ \t]*(?::[^=\n]+)?=(?!=)")

@@ -54,3 +54,19 @@ def test_the_deprecated_launcher_is_reported_only_when_selected():
     src = "import argparse\np = argparse.ArgumentParser()\np.add_argument('--local_rank', type=int)\n"
     assert lines(src, "OA505") == []
     assert lines(src, "OA505", Settings(target="neutral", extend_select=("OA505",))) == [3]
+
+
+def test_is_cuda_of_self_is_the_programs_own_unless_the_class_is_a_tensor():
+    src = (
+        "import torch\n"
+        "from torch import nn\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return self.is_cuda\n"      # 5: nn.Module has no is_cuda: the program sets it
+        "class Wrapped(torch.Tensor):\n"
+        "    def on_gpu(self):\n"
+        "        return self.is_cuda\n"      # 8: a tensor's
+        "def decomposition(self):\n"
+        "    return self.is_cuda\n"          # 10: a parameter named self
+    )
+    assert lines(src, "OA108") == [8, 10]
