@@ -916,24 +916,27 @@ def _library_decorated(c: FileCheck, above: list[cst.CSTNode]) -> bool:
 
 def _runs_library_code(c: FileCheck, node: cst.CSTNode, q: str) -> bool:
     """Whether a use of a CUDA-only library's name runs its code. Not: a type annotation, an
-    availability test of the name (``if flash_attn_func is None``, ``if not xops:``), ``del name``, or
-    the library's pure-PyTorch reference of a kernel."""
+    availability test of the name the import bound (``if flash_attn_func is None``, ``if not xops:``),
+    ``del name``, or the library's pure-PyTorch reference of a kernel."""
     if any(REFERENCE_IMPLEMENTATION.search(part) for part in q.split(".")[1:]):
         return False
-    child = node
     for i in range(len(c.stack) - 1, -1, -1):
-        parent = c.stack[i]
-        if isinstance(parent, cst.Annotation):
+        if isinstance(c.stack[i], cst.Annotation):
             return _library_decorated(c, c.stack[:i])  # @triton.jit compiles `BLOCK: tl.constexpr`
-        if isinstance(parent, cst.Del):
+        if isinstance(c.stack[i], cst.Del):
             return False
+        if isinstance(c.stack[i], cst.BaseStatement):
+            break
+    child = node
+    for parent in reversed(c.stack):
         if isinstance(parent, cst.Comparison):
-            return not (len(parent.comparisons) == 1 and parent.left is child and
+            return not (isinstance(node, cst.Name) and len(parent.comparisons) == 1 and parent.left is child and
                         isinstance(parent.comparisons[0].operator, (cst.Is, cst.IsNot)) and
                         isinstance(parent.comparisons[0].comparator, cst.Name) and
                         parent.comparisons[0].comparator.value == "None")
         if isinstance(parent, (cst.If, cst.While, cst.Assert, cst.IfExp)):
-            return getattr(parent, "test", None) is not child
+            # (reading an attribute of the library runs its code: `if multi_tensor_applier.available:`)
+            return getattr(parent, "test", None) is not child or not isinstance(node, cst.Name)
         if not (isinstance(parent, cst.BooleanOperation) or
                 isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not)):
             return True

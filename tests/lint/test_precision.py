@@ -70,3 +70,13 @@ def test_is_cuda_of_self_is_the_programs_own_unless_the_class_is_a_tensor():
         "    return self.is_cuda\n"          # 10: a parameter named self
     )
     assert lines(src, "OA108") == [8, 10]
+
+
+def test_an_attribute_of_the_library_read_in_a_test_is_a_use():
+    src = "from apex.multi_tensor_apply import multi_tensor_applier\nif multi_tensor_applier.available:\n    pass\n"
+    assert lines(src, "OA705") == [1, 2]
+
+
+def test_a_nested_annotation_is_not_a_use():
+    src = "from xformers.ops import fmha\ndef f(op: type[fmha.cutlass.FwOp]) -> list[fmha.Inputs]:\n    return []\n"
+    assert lines(src, "OA707") == [1]
