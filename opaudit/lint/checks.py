@@ -178,6 +178,7 @@ class FileCheck:
         self.plan = Plan()
         self.trace: dict[int, bool] | None = None  # set by a caller: id(root Name) -> resolved to an import
         self.defines_cuda_method = b"def cuda(" in source
+        self.own_is_cuda = _own_is_cuda(source)
         self.receivers = Receivers(self, module, source)
         self.api_exact, self.api_prefix, self.modules, self.env_names, self.env_prefixes, self.strings = \
             _indexes(catalogue, selected, target.name)
@@ -888,8 +889,58 @@ def _library_use(c: FileCheck, node: cst.CSTNode, q: str) -> bool:
     code = c.library_names.get(root)
     if code is None or lookup(c.api_exact, c.api_prefix, q) is not None:
         return False
+    if not _runs_library_code(c, node, q):
+        return True  # the name is there, but nothing of the library runs
     c.report(node, code, f"{c.rules[code].summary}: `{q}` used here",
              heuristic=code == "OA714" and _compiled_extension(q))
+    return True
+
+
+# a library's pure-PyTorch reference of its kernel (attention_ref, apply_rotary_emb_torch,
+# multi_scale_deformable_attn_pytorch, a _ref module): it runs on any device
+REFERENCE_IMPLEMENTATION = re.compile(r"(?:^|_)ref(?:erence)?$|(?<!_in)_(?:py)?torch$")
+
+
+def _library_decorated(c: FileCheck, above: list[cst.CSTNode]) -> bool:
+    """Whether the innermost function in ``above`` has a decorator from a CUDA-only library (its
+    annotations are then read by that library's compiler)."""
+    func = next((n for n in reversed(above) if isinstance(n, cst.FunctionDef)), None)
+    if func is None:
+        return False
+    for d in func.decorators:
+        target = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
+        if (dotted(target) or "").split(".")[0] in c.library_names:
+            return True
+    return False
+
+
+def _runs_library_code(c: FileCheck, node: cst.CSTNode, q: str) -> bool:
+    """Whether a use of a CUDA-only library's name runs its code. Not: a type annotation, an
+    availability test of the name the import bound (``if flash_attn_func is None``, ``if not xops:``),
+    ``del name``, or the library's pure-PyTorch reference of a kernel."""
+    if any(REFERENCE_IMPLEMENTATION.search(part) for part in q.split(".")[1:]):
+        return False
+    for i in range(len(c.stack) - 1, -1, -1):
+        if isinstance(c.stack[i], cst.Annotation):
+            return _library_decorated(c, c.stack[:i])  # @triton.jit compiles `BLOCK: tl.constexpr`
+        if isinstance(c.stack[i], cst.Del):
+            return False
+        if isinstance(c.stack[i], cst.BaseStatement):
+            break
+    child = node
+    for parent in reversed(c.stack):
+        if isinstance(parent, cst.Comparison):
+            return not (isinstance(node, cst.Name) and len(parent.comparisons) == 1 and parent.left is child and
+                        isinstance(parent.comparisons[0].operator, (cst.Is, cst.IsNot)) and
+                        isinstance(parent.comparisons[0].comparator, cst.Name) and
+                        parent.comparisons[0].comparator.value == "None")
+        if isinstance(parent, (cst.If, cst.While, cst.Assert, cst.IfExp)):
+            # (reading an attribute of the library runs its code: `if multi_tensor_applier.available:`)
+            return getattr(parent, "test", None) is not child or not isinstance(node, cst.Name)
+        if not (isinstance(parent, cst.BooleanOperation) or
+                isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not)):
+            return True
+        child = parent
     return True
 
 
@@ -950,6 +1001,8 @@ def _visit_attribute_syntax(c: FileCheck, node: cst.Attribute) -> None:
     if attr == "is_cuda" and c.on("OA108") and not c.target.keeps_cuda:
         if c.qualname(node.value) is not None:
             return  # a module attribute, not a tensor's
+        if c.own_is_cuda and dotted(node.value) in c.own_is_cuda or _self_of_own_class(c, node.value):
+            return  # the program's own flag (self.is_cuda = ...), not a tensor's
         if isinstance(c.parent, (cst.AssignTarget,)):
             return
         new: cst.BaseExpression | None = None
@@ -967,6 +1020,37 @@ def _visit_attribute_syntax(c: FileCheck, node: cst.Attribute) -> None:
                      "known to be a tensor or module: check it)", new, heuristic=True)
     elif attr == "cuda_stream" and c.on("OA410"):
         c.report(node, "OA410", "`.cuda_stream` is a raw CUDA stream handle", heuristic=True)
+
+
+def _self_of_own_class(c: FileCheck, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is the ``self`` of a method of a class that is not a tensor (no base names a
+    Tensor): its attributes are the program's own."""
+    if not isinstance(node, cst.Name) or node.value != "self":
+        return False
+    func = next((i for i in range(len(c.stack) - 1, -1, -1) if isinstance(c.stack[i], (cst.FunctionDef, cst.Lambda))),
+                None)
+    if func is None or not isinstance(c.stack[func], cst.FunctionDef) or func < 2 or \
+            not isinstance(c.stack[func - 2], cst.ClassDef):
+        return False
+    method, cls = c.stack[func], c.stack[func - 2]
+    params = method.params.posonly_params or method.params.params  # type: ignore[attr-defined]
+    if not params or params[0].name.value != "self":
+        return False
+    return not any("Tensor" in (dotted(b.value) or "Tensor") for b in cls.bases)  # type: ignore[attr-defined]
+
+
+_IS_CUDA_SET = re.compile(rb"([A-Za-z_][\w.]*)\.is_cuda[ \t]*(?::[^=\n]+)?=(?!=)")
+
+
+def _own_is_cuda(source: bytes) -> frozenset[str]:
+    """The receivers whose ``.is_cuda`` the file sets itself (``self.is_cuda = use_gpu``, an ``is_cuda``
+    property of its own class: ``self``): a flag of the program, not a tensor's device."""
+    if b"is_cuda" not in source:
+        return frozenset()
+    own = {m.group(1).decode() for m in _IS_CUDA_SET.finditer(source)}
+    if b"def is_cuda(" in source:
+        own.add("self")
+    return frozenset(own)
 
 
 def _visit_call(c: FileCheck, node: cst.Call) -> None:
@@ -1573,7 +1657,8 @@ def _visit_string(c: FileCheck, node: cst.SimpleString) -> None:
             if pattern.fullmatch(s.strip()):
                 c.report(node, code, f"{c.rules[code].summary}: '{s.strip()}'")
                 return
-        if isinstance(parent, cst.Element) and c.on("OA807") and _nvcc_list(c):
+        if isinstance(parent, cst.Element) and c.on("OA807") and _nvcc_list(c) and \
+                not GENERIC_COMPILER_FLAG.fullmatch(s.strip()):
             c.report(node, "OA807", f"{c.rules['OA807'].summary}: '{s.strip()}' (given to nvcc)")
             return
     if s == "torch.distributed.launch" and c.on("OA505") and isinstance(parent, (cst.Arg, cst.Element)):
@@ -1605,6 +1690,11 @@ def _visit_string(c: FileCheck, node: cst.SimpleString) -> None:
     key = c.assigned_name(node)
     if key is not None and c.plan.reports and c.plan.reports[-1].node is node:
         c.device_values.append((key, c.plan.reports[-1]))
+
+
+# flags every C/C++ compiler takes (optimisation, debug info, language standard, include and library
+# paths, macros not of CUDA's): in an nvcc list they port as they are; the list's "nvcc" is the finding
+GENERIC_COMPILER_FLAG = re.compile(r"-(?:O[0-3s]?|g\d?|w|std=[\w+]+|[IL]\S*|l\w+|[DU](?!\w*CUDA)\w+(?:=\S*)?|pthread)")
 
 
 def _nvcc_list(c: FileCheck) -> bool:

@@ -29,11 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import libcst as cst
-from libcst._position import CodeRange
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
-from libcst.metadata import MetadataWrapper, PositionProvider
-from libcst.metadata.position_provider import PositionProvidingCodegenState
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from opaudit.errors import InputError
 from opaudit.files import write_atomic
@@ -156,18 +154,23 @@ def _positions(module: cst.Module, reports: list[Report], text: str) -> dict[int
 
 def _regenerate(module: cst.Module, stmt: cst.CSTNode, line: int, indent: str, wanted: set[int],
                 elif_: bool = False) -> dict[int, tuple[int, int, int, int]]:
-    """Positions of the wanted nodes of ``stmt``, regenerated from ``line`` inside a block indented by ``indent``."""
-    provider = PositionProvider()
-    state = PositionProvidingCodegenState(default_indent=module.default_indent, default_newline=module.default_newline,
-                                          provider=provider, indent_tokens=[indent] if indent else [], line=line)
+    """Positions of the wanted nodes of ``stmt``, whose text (its comment lines first) begins at ``line``
+    inside a block indented by ``indent``. The statement is regenerated alone, in a module of its own that
+    reproduces that indentation (under ``if True:``) and, for an elif branch, the ``if`` it continues."""
+    body: Any = stmt
+    above = 0  # lines of the wrapping before the statement's text
     if isinstance(stmt, cst.If) and elif_:  # an elif branch regenerates as "elif", not "if"
-        state.before_codegen(stmt)
-        stmt._codegen_impl(state, is_elif=True)
-        state.after_codegen(stmt)
-    else:
-        stmt._codegen(state)
-    return {id(n): (r.start.line, r.start.column + 1, r.end.line, r.end.column + 1)
-            for n, r in provider._computed.items() if id(n) in wanted and isinstance(r, CodeRange)}
+        body = cst.If(test=cst.Name("True"), body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])]),
+                      orelse=stmt)
+        above += 2
+    if indent:
+        body = cst.If(test=cst.Name("True"), body=cst.IndentedBlock([body], indent=indent))
+        above += 1
+    alone = cst.Module(body=[body], default_indent=module.default_indent, default_newline=module.default_newline)
+    ranges = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
+    shift = line - 1 - above
+    return {id(n): (r.start.line + shift, r.start.column + 1, r.end.line + shift, r.end.column + 1)
+            for n, r in ranges.items() if id(n) in wanted and isinstance(r, CodeRange)}
 
 
 def _header_only(stmt: cst.BaseCompoundStatement) -> cst.CSTNode:

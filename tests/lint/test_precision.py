@@ -1,0 +1,82 @@
+"""What is not a CUDA construct stays unreported: a library's name where nothing of the library runs,
+the program's own `is_cuda` flag, flags every compiler takes, and deprecations that hold on every device."""
+
+from __future__ import annotations
+
+from opaudit.lint import Settings, lint_source
+
+NEUTRAL = Settings(target="neutral")
+
+
+def lines(source: str, code: str, settings: Settings = NEUTRAL) -> list[int]:
+    return [f.line for f in lint_source(source.encode(), settings).findings if f.code == code]
+
+
+def test_a_library_name_is_reported_where_its_code_runs_only():
+    src = (
+        "import selective_scan_cuda\n"                                      # 1 import
+        "from mamba_ssm.ops.selective_scan_interface import selective_scan_fn, selective_scan_ref\n"  # 2
+        "def f(x: selective_scan_fn) -> selective_scan_fn:\n"              # 3 annotations
+        "    if selective_scan_cuda is None:\n"                             # 4 availability test
+        "        return None\n"
+        "    if not selective_scan_cuda or x is None:\n"                    # 6
+        "        return None\n"
+        "    y = selective_scan_cuda.fwd(x)\n"                              # 8 a call into it
+        "    z = selective_scan_ref(x)\n"                                   # 9 the PyTorch reference
+        "    w = selective_scan_fn(x) if selective_scan_fn else None\n"     # 10 the call, not the test
+        "    del selective_scan_cuda\n"                                     # 11
+        "    return y, z, w\n"
+    )
+    assert lines(src, "OA714") == [1, 2, 8, 10]
+
+
+def test_the_programs_own_is_cuda_flag_is_not_a_tensors():
+    src = (
+        "class Runner:\n"
+        "    def __init__(self, gpu):\n"
+        "        self.is_cuda = gpu\n"
+        "    def run(self, x):\n"
+        "        return self.is_cuda and x.is_cuda\n"
+    )
+    found = lint_source(src.encode(), NEUTRAL).findings
+    assert [(f.line, f.col) for f in found if f.code == "OA108"] == [(5, 33)]
+
+
+def test_generic_compiler_flags_given_to_nvcc_are_not_nvcc_flags():
+    src = ('args = {"cxx": ["-O3"],\n'
+           '        "nvcc": ["-O3", "-std=c++17", "-DNDEBUG", "-I/inc", "--ftz=false", "-DCUDA_HAS_FP16=1"]}\n')
+    found = [f.message for f in lint_source(src.encode(), NEUTRAL).findings if f.code == "OA807"]
+    assert len(found) == 3
+    assert "'nvcc'" in found[0] and "'--ftz=false'" in found[1] and "'-DCUDA_HAS_FP16=1'" in found[2]
+
+
+def test_the_deprecated_launcher_is_reported_only_when_selected():
+    src = "import argparse\np = argparse.ArgumentParser()\np.add_argument('--local_rank', type=int)\n"
+    assert lines(src, "OA505") == []
+    assert lines(src, "OA505", Settings(target="neutral", extend_select=("OA505",))) == [3]
+
+
+def test_is_cuda_of_self_is_the_programs_own_unless_the_class_is_a_tensor():
+    src = (
+        "import torch\n"
+        "from torch import nn\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return self.is_cuda\n"      # 5: nn.Module has no is_cuda: the program sets it
+        "class Wrapped(torch.Tensor):\n"
+        "    def on_gpu(self):\n"
+        "        return self.is_cuda\n"      # 8: a tensor's
+        "def decomposition(self):\n"
+        "    return self.is_cuda\n"          # 10: a parameter named self
+    )
+    assert lines(src, "OA108") == [8, 10]
+
+
+def test_an_attribute_of_the_library_read_in_a_test_is_a_use():
+    src = "from apex.multi_tensor_apply import multi_tensor_applier\nif multi_tensor_applier.available:\n    pass\n"
+    assert lines(src, "OA705") == [1, 2]
+
+
+def test_a_nested_annotation_is_not_a_use():
+    src = "from xformers.ops import fmha\ndef f(op: type[fmha.cutlass.FwOp]) -> list[fmha.Inputs]:\n    return []\n"
+    assert lines(src, "OA707") == [1]
