@@ -851,6 +851,9 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
         c.report(node, "OA304", f"{c.rules['OA304'].summary}: `{q}`")  # what the comparison guards is a judgement
         return
     rule = c.rules[code]
+    if code == "OA109":
+        _typed_tensor(c, node, q)
+        return
     if code == "OA118" and len(c.stack) >= 2 and isinstance(c.stack[-2], cst.Attribute) and \
             c.stack[-2].attr.value in ("major", "minor", "multi_processor_count", "gcnArchName"):
         c.report(node, code, f"{rule.summary}: `{q}(...).{c.stack[-2].attr.value}` is a CUDA property "
@@ -880,6 +883,47 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
         message += f" (no equivalent on {c.target.name})" if not c.target.neutral else \
             f" (no neutral equivalent for torch >= {c.min_torch})"
     c.report(node, code, message, suggestion=suggestion)
+
+
+_TYPED_DTYPES = {"Float": "float32", "Half": "float16", "BFloat16": "bfloat16", "Long": "int64", "Int": "int32",
+                 "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool"}
+
+
+def _typed_tensor(c: FileCheck, node: cst.CSTNode, q: str) -> None:
+    """OA109: a legacy typed CUDA tensor. Called with sizes that are int literals it is ``torch.empty`` of them,
+    with one list or tuple literal the tensor of that data: both are safe fixes (dtype and device written
+    out). Anything else stays a suggestion: a variable argument may be a size or data, and ``isinstance`` or
+    ``.type(...)`` against the class has no one-expression equivalent."""
+    rule = c.rules["OA109"]
+    dtype = _TYPED_DTYPES.get(q.rsplit(".", 1)[-1].removesuffix("Tensor"))
+    device = c.device_text(None) if not c.target.neutral else c.device_expr(None)
+    device = f'"{device}"' if device and not c.target.neutral else device
+    call = c.parent
+    args = call.args if isinstance(call, cst.Call) and call.func is node else ()
+    plain = bool(args) and all(a.keyword is None and not a.star for a in args)
+    sizes = plain and all(isinstance(a.value, cst.Integer) for a in args)
+    data = plain and len(args) == 1 and isinstance(args[0].value, (cst.List, cst.Tuple))
+    if dtype and device and not c.target.keeps_cuda and (sizes or data):
+        values = ", ".join(_code(a.value) for a in args)
+        new = f"torch.{'empty' if sizes else 'tensor'}({values}, dtype=torch.{dtype}, device={device})"
+        c.need_import("torch")
+        c.report(call, "OA109", f"{rule.summary}: `{q}` -> `{new}`", expr(new))
+        return
+    if c.target.keeps_cuda:
+        return  # ROCm: torch.cuda's typed tensors are HIP's
+    suggestion, why = _suggestion(c, rule), ""
+    outer = c.stack[-2] if len(c.stack) >= 2 and isinstance(c.parent, cst.Arg) else None
+    if isinstance(outer, cst.Call) and dtype and device:
+        if isinstance(outer.func, cst.Name) and outer.func.value == "isinstance" and len(outer.args) == 2:
+            # isinstance(x, torch.cuda.FloatTensor): a class test, no constructor
+            kind = c.acc_type if c.target.neutral else device
+            suggestion = f"{_code(outer.args[0].value)}.dtype == torch.{dtype} and " \
+                         f"{_code(outer.args[0].value)}.device.type == {kind}"
+            why = " (a class test: compare the tensor's dtype and device)"
+        elif isinstance(outer.func, cst.Attribute) and outer.func.attr.value == "type" and len(outer.args) == 1:
+            suggestion = f"{_code(outer.func.value)}.to({device}, torch.{dtype})"
+            why = " (a conversion: .to(device, dtype))"
+    c.report(node, "OA109", f"{rule.summary}: `{q}`{why}", suggestion=suggestion)
 
 
 def _library_use(c: FileCheck, node: cst.CSTNode, q: str) -> bool:
