@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-GOALS = {"lint_over_torchfix": 3.0, "fix_diff_over_torchfix": 3.0}
+GOALS = {"lint_over_torchfix": 10.0, "fix_diff_over_torchfix": 10.0}  # the goal the project set: >= 10x TorchFix
 SITE = Path("/work/lint-corpus/site")
 TORCHFIX = "/work/torchfix-venv/bin/torchfix"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
