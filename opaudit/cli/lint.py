@@ -21,6 +21,7 @@ from opaudit.cli.options import (
     LintStatistics,
     MinTorch,
     RespectGitignore,
+    RulesFormat,
     Select,
     SourcePaths,
     StdinFilename,
@@ -147,7 +148,7 @@ def fix(
 def rules(
     target: Annotated[str | None, typer.Option("--target", "-t", help="Only the rules that apply to this "
                                                "target.")] = None,
-    output_format: Annotated[LintFormat, typer.Option("--output-format", help="text or json.")] = LintFormat.text,
+    output_format: Annotated[RulesFormat, typer.Option("--output-format", help="text or json.")] = RulesFormat.text,
 ) -> None:
     """List the lint rules: code, name, fix class, summary."""
     import json
@@ -157,7 +158,7 @@ def rules(
 
     with user_errors():
         rows = rules_table(load_catalogue(), load_target(target) if target else None)
-        if output_format is LintFormat.json:
+        if output_format is RulesFormat.json:
             sys.stdout.write(json.dumps(rows, indent=1) + "\n")
             return
         for r in rows:

@@ -50,6 +50,13 @@ class LintFormat(str, Enum):
     github = "github"
 
 
+class RulesFormat(str, Enum):
+    """What `opaudit rules` prints: a rule list has no SARIF or GitHub form."""
+
+    text = "text"
+    json = "json"
+
+
 EXIT_FAIL_ON = 1  # --fail-on: a selected target has an op at that level or worse
 EXIT_FINDINGS = 1  # lint: findings remain; fix --diff: there are changes to make
 
@@ -159,4 +166,4 @@ LintOutputFormat = Annotated[LintFormat, typer.Option("--output-format", help="H
                                                      "remain.")]
 LintStatistics = Annotated[bool, typer.Option("--statistics", help="Count the findings that remain per rule "
                                               "instead.")]
-LintJobs = Annotated[int | None, typer.Option("--jobs", "-j", help="Processes (default: one per CPU).")]
+LintJobs = Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Processes (default: one per CPU).")]

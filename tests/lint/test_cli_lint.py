@@ -174,6 +174,10 @@ def test_rules_and_explain():
     assert code == 0 and out.startswith("# OA301 (nccl-backend)") and "musa:mccl" in out and "hccl" not in out
     code, _, err = run_cli("explain", "OA999")
     assert code == 2 and "no rule 'OA999'" in err
+    code, _, err = run_cli("rules", "--output-format", "sarif")  # a rule list has no SARIF form: refused
+    assert code == 2 and "'sarif' is not one of 'text', 'json'" in err
+    code, _, err = run_cli("lint", "--jobs", "0", "examples")
+    assert code == 2 and "--jobs" in err
 
 
 def test_pre_commit_hooks_run_the_commands():
