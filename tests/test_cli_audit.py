@@ -70,6 +70,8 @@ def test_bad_target_and_unwritable_output_fail_before_tracing(tmp_path):
     assert code == 4 and "is a directory" in err and "mode:" not in err
     code, _, err = run_cli("scan", "examples/model.py", "--no-audit", "-t", "cuda")
     assert code == 2 and "--no-audit" in err
+    code, _, err = run_cli("scan", "examples/model.py", "--no-audit", "--lint", "examples")  # lint goes in the report
+    assert code == 2 and "--no-audit cannot be combined with" in err and "--lint" in err and "mode:" not in err
     assert "Traceback" not in err
 
 

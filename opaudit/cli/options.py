@@ -109,8 +109,8 @@ class AuditOptions:
         from opaudit.matrix import load_matrix
         from opaudit.report import check_writable
 
-        if self.no_audit and (self.targets or self.matrices or self.fail_on or self.outputs()):
-            raise OpauditError("--no-audit cannot be combined with targets, --fail-on or report outputs")
+        if self.no_audit and (self.targets or self.matrices or self.fail_on or self.outputs() or self.lint):
+            raise OpauditError("--no-audit cannot be combined with targets, --fail-on, --lint or report outputs")
         for t in self.targets or []:
             if t.strip().lower() != "all":
                 load_matrix(t)
