@@ -17,6 +17,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -145,6 +146,8 @@ def _reason(message: str, e: BaseException | None = None) -> str:
     text = message.lower()
     if isinstance(e, MemoryError) or "can't allocate memory" in text or "out of memory" in text:
         return "memory"
+    if re.search(r"requires the \w+ library but it was not found|no module named", text):
+        return "package"  # a library the model needs (timm, natten) is not installed: not the model's fault
     for stage, word in (("building the model", "build"), ("the forward pass", "forward"), ("the loss", "loss"),
                         ("the backward pass", "backward"), ("the optimizer", "optimizer")):
         if stage in text:

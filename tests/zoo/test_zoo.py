@@ -10,7 +10,7 @@ import pytest
 from helpers import TINY_ZOO, TINY_ZOO_TARGETS
 
 from opaudit.zoo.report import op_demand
-from opaudit.zoo.run import Job, ZooResult, job_key, resolve_targets, run_job, run_zoo
+from opaudit.zoo.run import Job, ZooResult, job_key, resolve_targets, run_job, run_zoo, work
 
 
 def _csv(out):
@@ -100,3 +100,12 @@ def test_spec_files_and_bad_requests(tmp_path):
         run_zoo([])
     with pytest.raises(InputError, match="unknown executor"):
         run_zoo(["hf:bert"], executor="slurm")
+
+
+def test_a_library_the_model_needs_and_lacks_is_its_own_reason(tmp_path):
+    needy = tmp_path / "needy.py"
+    needy.write_text("import torch\n\ndef get_model():\n    import opaudit_absent_backbone  # noqa: F401\n"
+                     "    return torch.nn.Linear(2, 2)\n\ndef get_inputs():\n    return torch.randn(1, 2)\n")
+    record = work(_job(str(needy)))
+    assert (record["status"], record["reason"]) == ("failed", "package"), record
+    assert "opaudit_absent_backbone" in record["error"]
