@@ -31,7 +31,7 @@ from opaudit.errors import InputError, OpauditError, describe_exception
 EXECUTORS = ("local", "ray")
 DEFAULT_TIMEOUT = 600.0
 START_TIMEOUT = 300.0  # seconds a model's process may take to start (the fork server's imports, on a busy machine)
-RECORD_VERSION = 1
+RECORD_VERSION = 2  # 2: a model meta cannot run is traced for real
 # ops of the audit's per-target lists that a zoo keeps (what blocks a model, what the data does not know)
 KEPT = ("missing", "skew", "unknown", "fallback")
 
@@ -106,9 +106,22 @@ def work(job: Job) -> dict[str, Any]:
 
         torch.set_num_threads(max(1, job.threads))
         named = load_spec(job.spec)
-        trace = opaudit.trace(named.make_model, named.make_inputs, train=job.train, mode=job.mode,
-                              loss_fn=named.loss_fn, optimizer=named.optimizer, source=named.source,
-                              device=job.device)
+
+        def traced(mode: str) -> Any:
+            return opaudit.trace(named.make_model, named.make_inputs, train=job.train, mode=mode,
+                                 loss_fn=named.loss_fn, optimizer=named.optimizer, source=named.source,
+                                 device=job.device)
+
+        retried = None
+        try:
+            trace = traced(job.mode)
+        except OpauditError as e:
+            if job.mode != "auto" or not _needs_data(e.message):
+                raise
+            # meta tensors hold no data: a model that reads its values (a MoE's routing as a list) is traced
+            # for real, which the memory cap bounds
+            retried = e.message
+            trace = traced("real")
         result = audit(trace, job.targets, landscape=False)
     except (OpauditError, MemoryError, Exception) as e:  # a model's failure is a record, not the zoo's end
         message = e.message if isinstance(e, OpauditError) else describe_exception(e)
@@ -116,7 +129,8 @@ def work(job: Job) -> dict[str, Any]:
         record["duration_s"] = round(time.perf_counter() - started, 2)
         return record
     m = trace.meta
-    record.update(status="ok", mode=m.mode, mode_reason=m.mode_reason, calls=m.total_calls,
+    reason = m.mode_reason if retried is None else f"meta could not run it ({retried}); traced for real"
+    record.update(status="ok", mode=m.mode, mode_reason=reason, calls=m.total_calls,
                   ops=len({g.op for g in result.groups if g.kind not in ("choice", "api")}),
                   duration_s=round(time.perf_counter() - started, 2))
     record["targets"] = [
@@ -125,6 +139,16 @@ def work(job: Job) -> dict[str, Any]:
         for v in result.selected_verdicts
     ]
     return record
+
+
+# what torch says when code reads the data of a meta tensor
+_META_DATA = ("cannot copy out of meta tensor", "cannot be called on meta tensors",
+              "register_meta function for torch.nonzero()", "meta_nonzero_assume_all_nonzero")
+
+
+def _needs_data(message: str) -> bool:
+    text = message.lower()
+    return any(m.lower() in text for m in _META_DATA)
 
 
 def _ops(labels: list[str]) -> list[str]:

@@ -312,8 +312,8 @@ def with_layers(spec: str, n: int) -> str:
     of the configuration (and of its text, vision and audio sub-configurations) become at most ``n``, but a
     hybrid keeps one layer of each kind its per-layer lists name (``layer_types``: sliding and full attention,
     linear attention, dense and sparse MLPs), and a MoE whose first layers are dense keeps one sparse layer;
-    the per-layer lists and tables follow the layers kept. A spec the smaller configuration cannot be built
-    for stays as it is (its default size, traced in meta mode where big)."""
+    the per-layer lists and tables follow the layers kept. A spec whose smaller model cannot be built (checked
+    on meta) stays as it is: its default size, traced in meta mode where big."""
     base, overrides = split_overrides(spec)
     try:
         config = _hf_config(spec, base.removeprefix("hf:"), overrides).to_dict()
@@ -328,9 +328,12 @@ def with_layers(spec: str, n: int) -> str:
         return spec
     text = "&".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in sets.items())
     smaller = f"{spec}{'&' if '?' in spec else '?'}{text}"
-    try:
-        load_spec(smaller, build=False)
-    except Exception:  # noqa: BLE001 - a configuration with cross-checks this does not know: keep its size
+    try:  # built on meta (no memory): a model with cross-checks this does not know keeps its size
+        import torch
+
+        with torch.device("meta"):
+            load_spec(smaller).make_model()
+    except Exception:  # noqa: BLE001
         return spec
     return smaller
 
@@ -497,8 +500,9 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
         inputs[name] = value
     if image is not None and "pixel_values" in inputs:
         tokens = probe.image_features(inputs["pixel_values"])
-        if tokens:  # the text: the image's tokens first, then the words
-            ids = torch.cat([torch.full((BATCH, tokens), image, dtype=ids.dtype), ids], dim=1)
+        if tokens:  # the text: the image's tokens first, then the words (none of them an image token)
+            words = torch.where(ids == image, (image + 1) % vocab, ids)
+            ids = torch.cat([torch.full((BATCH, tokens), image, dtype=ids.dtype), words], dim=1)
             inputs["input_ids"] = ids
         elif main != "pixel_values":
             del inputs["pixel_values"]  # the count of image tokens is unknown: the text alone

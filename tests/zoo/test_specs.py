@@ -136,8 +136,9 @@ def test_fewer_layers_keep_one_layer_of_each_kind_and_the_per_layer_lists_follow
     # a MoE whose first layers are dense keeps one dense and one sparse layer
     assert with_layers("hf:deepseek_v3", 1) == "hf:deepseek_v3?num_hidden_layers=2&first_k_dense_replace=1"
     # overrides given stay; a backbone whose outputs pick layers by index keeps its layers
-    assert with_layers("hf:gpt2?n_layer=3&n_embd=64", 1) == "hf:gpt2?n_layer=3&n_embd=64"
-    assert with_layers("hf:gpt2?n_embd=64", 2) == "hf:gpt2?n_embd=64&n_layer=2"
+    assert with_layers("hf:gpt2?n_layer=3&n_embd=96", 1) == "hf:gpt2?n_layer=3&n_embd=96"
+    assert with_layers("hf:gpt2?n_embd=96", 2) == "hf:gpt2?n_embd=96&n_layer=2"
+    assert with_layers("hf:gpt2?n_embd=64", 1) == "hf:gpt2?n_embd=64"  # 12 heads do not divide 64: as it is
     assert with_layers("hf:dpt", 1) == "hf:dpt"
 
 
@@ -176,3 +177,19 @@ def test_the_text_of_a_captioner_the_boxes_of_a_layout_model_and_parakeet_featur
     # a mel spectrogram as (batch, frames, mel bins) where the encoder has no fixed positions (Whisper's has)
     canary = load_spec("hf:canary?encoder_config.num_hidden_layers=1&decoder_config.num_hidden_layers=1").make_inputs()
     assert canary["input_features"].shape[-1] == 128 and "decoder_input_ids" in canary
+
+
+def test_a_vision_language_model_gets_an_image_and_a_token_per_image_feature():
+    spec = ("hf:llava?text_config.num_hidden_layers=1&text_config.hidden_size=32&text_config.intermediate_size=64"
+            "&text_config.num_attention_heads=2&text_config.num_key_value_heads=1&text_config.vocab_size=200"
+            "&vision_config.num_hidden_layers=1&vision_config.hidden_size=32&vision_config.intermediate_size=64"
+            "&vision_config.num_attention_heads=2&vision_config.image_size=32&vision_config.patch_size=8"
+            "&vision_config.projection_dim=32&image_token_index=150")
+    named = load_spec(spec)
+    named.make_model()
+    inputs = named.make_inputs()
+    # 16 patches (the class token dropped by the default feature selection): 16 image tokens before the words
+    assert inputs["pixel_values"].shape == (2, 3, 32, 32)
+    assert inputs["input_ids"].shape == (2, 16 + 16) and bool((inputs["input_ids"][:, :16] == 150).all())
+    trace = opaudit.trace(named.make_model, named.make_inputs, train=True, mode="real", source=named.source)
+    assert "aten::masked_scatter.default" in trace.ops() and "aten::convolution.default" in trace.ops()

@@ -109,3 +109,18 @@ def test_a_library_the_model_needs_and_lacks_is_its_own_reason(tmp_path):
     record = work(_job(str(needy)))
     assert (record["status"], record["reason"]) == ("failed", "package"), record
     assert "opaudit_absent_backbone" in record["error"]
+
+
+def test_a_model_that_reads_its_data_is_traced_for_real_where_auto_chose_meta(tmp_path, monkeypatch):
+    reader = tmp_path / "reader.py"
+    reader.write_text("import torch\n\nclass Router(torch.nn.Module):\n    def __init__(self):\n"
+                      "        super().__init__()\n        self.proj = torch.nn.Linear(4, 4)\n\n"
+                      "    def forward(self, x):\n        counts = (x > 0).sum(0).tolist()  # a MoE's routing, read\n"
+                      "        return self.proj(x) * len(counts)\n\n"
+                      "def get_model():\n    return Router()\n\ndef get_inputs():\n    return torch.randn(3, 4)\n")
+    monkeypatch.setattr("opaudit.tracing.modes.COMFORT_SHARE", 0.0)  # auto takes meta for any model
+    record = work(Job(str(reader), "k", "f", "", "file", "h", ["xpu@2.14"], train=True, device="cpu"))
+    assert (record["status"], record["mode"]) == ("ok", "real"), record
+    assert record["mode_reason"].startswith("meta could not run it (") and "meta tensor" in record["mode_reason"]
+    record = work(Job(str(reader), "k", "f", "", "file", "h", ["xpu@2.14"], train=True, device="cpu", mode="meta"))
+    assert (record["status"], record["reason"]) == ("failed", "forward")  # meta asked for: no retry
