@@ -481,10 +481,12 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
     seq = max(2, min(SEQ, int(positions) if isinstance(positions, int) and positions > 0 else SEQ))
     ids = torch.randint(0, vocab, (BATCH, seq), generator=g)
     wanted = [main, *(k for k in required if k != main)]
-    if main != "input_ids" and "input_ids" in params and head in _TOKEN_LABELS:
+    if main not in ("input_ids", "inputs") and "input_ids" in params and head in _TOKEN_LABELS:
         wanted.append("input_ids")  # a captioner's or a vision-language model's text
     if "bbox" in params and "input_ids" in wanted:
         wanted.append("bbox")  # a layout model: a box per token
+    if "visual_feats" in params:
+        wanted += ["visual_feats", "visual_pos"]  # LXMERT-style: region features and their boxes
     probe = _Probe(model)
     image = _image_token(config) if "pixel_values" in params and "input_ids" in params else None
     if image is not None and head in _TOKEN_LABELS:
@@ -521,8 +523,22 @@ def _make_input(name: str, head: str, config: Any, ids: Any, g: Any) -> Any:
     """One input by its name, from the configuration; None for a name opaudit does not know."""
     import torch
 
-    if name == "input_ids":
+    if name == "input_ids" or (name == "inputs" and head in _TOKEN_LABELS + ("SequenceClassification",)):
         return ids
+    if name == "qformer_input_ids":  # InstructBLIP: the instruction, in the Q-Former's own vocabulary
+        qformer = getattr(config, "qformer_config", None)
+        return torch.randint(0, int(getattr(qformer, "vocab_size", 0) or 1000), ids.shape, generator=g)
+    if name == "past_values":  # a time series per example: the context the configuration names, at most 512
+        length = min(512, int(_first(config, "context_length", default=512)))
+        return [torch.randn(length, generator=g) for _ in range(BATCH)]
+    if name in ("visual_feats", "visual_pos"):
+        dim = int(_first(config, "visual_feat_dim" if name == "visual_feats" else "visual_pos_dim", default=4))
+        return torch.rand(BATCH, 8, dim, generator=g)
+    if name == "flattened_patches":  # Pix2Struct: (row, column, the patch's pixels) per patch
+        patch = int(_first(config, "patch_embed_hidden_size", default=768))
+        rows = torch.arange(64).div(8, rounding_mode="floor").float() + 1
+        where = torch.stack([rows, torch.arange(64).remainder(8).float() + 1], dim=-1).expand(BATCH, 64, 2)
+        return torch.cat([where, torch.randn(BATCH, 64, patch, generator=g)], dim=-1)
     if name == "bbox":  # (x0, y0, x1, y1) per token, within the 0..1000 grid layout models embed
         low = torch.randint(0, 500, (*ids.shape, 2), generator=g)
         return torch.cat([low, low + torch.randint(0, 500, (*ids.shape, 2), generator=g)], dim=-1)
@@ -550,16 +566,16 @@ def _make_input(name: str, head: str, config: Any, ids: Any, g: Any) -> Any:
         for f in dict.fromkeys(sizes):  # (batch, frames, features), as Speech2Text and Parakeet take them
             shapes += [(BATCH, 64, f * channels), (BATCH, f * channels, 64)]
         return [torch.randn(*shape, generator=g) for shape in dict.fromkeys(shapes)]
-    if name == "input_values":
+    if name == "input_values" or (name == "inputs" and head in ("SpeechSeq2Seq", "CTC", "AudioClassification")):
         mel, frames = _first(config, "num_mel_bins"), _first(config, "max_length")
         if mel is not None and frames is not None:  # a spectrogram (AST)
             return torch.randn(BATCH, int(frames), int(mel), generator=g)
-        rate = int(_first(config, "sampling_rate", default=16000))  # raw audio: one second
-        return torch.randn(BATCH, rate, generator=g)
+        rate = int(_first(config, "sampling_rate", default=16000))  # raw audio: one second, or one channel of it
+        return [torch.randn(BATCH, rate, generator=g), torch.randn(BATCH, 1, rate, generator=g)]
     return None
 
 
-_AUDIO = ("input_features",)
+_AUDIO = ("input_features", "input_values", "inputs")
 
 
 def _image_token(config: Any) -> int | None:

@@ -193,3 +193,15 @@ def test_a_vision_language_model_gets_an_image_and_a_token_per_image_feature():
     assert inputs["input_ids"].shape == (2, 16 + 16) and bool((inputs["input_ids"][:, :16] == 150).all())
     trace = opaudit.trace(named.make_model, named.make_inputs, train=True, mode="real", source=named.source)
     assert "aten::masked_scatter.default" in trace.ops() and "aten::convolution.default" in trace.ops()
+
+
+def test_inputs_of_other_kinds_a_forward_requires():
+    series = load_spec("hf:timesfm?num_hidden_layers=1").make_inputs()["past_values"]
+    assert len(series) == 2 and series[0].shape == (512,)  # the configured context
+    lxmert = load_spec("hf:lxmert?l_layers=1&x_layers=1&r_layers=1").make_inputs()
+    assert lxmert["visual_feats"].shape == (2, 8, 2048) and lxmert["visual_pos"].shape == (2, 8, 4)
+    patches = load_spec("hf:pix2struct?text_config.num_layers=1&vision_config.num_hidden_layers=1").make_inputs()
+    assert patches["flattened_patches"].shape == (2, 64, 768 + 2) and float(patches["flattened_patches"][0, 9, 0]) == 2
+    instruct = load_spec("hf:instructblip?text_config.num_hidden_layers=1&vision_config.num_hidden_layers=1"
+                         "&qformer_config.vocab_size=77").make_inputs()
+    assert int(instruct["qformer_input_ids"].max()) < 77 and "pixel_values" in instruct
