@@ -307,8 +307,33 @@ def default_memory(jobs: int) -> int | None:
     return max(4 * 2**30, int(0.8 * total / max(1, jobs)))
 
 
+def _resolutions(cache: Path | None) -> tuple[Path | None, dict[str, list[str]]]:
+    """The cache's table of resolved model-type specs (``hf:llama?...``: family, head, configuration hash) for
+    this transformers and opaudit: such a spec resolves the same until one of them changes, and a rerun from
+    the cache need not build 400 configurations again."""
+    if cache is None:
+        return None, {}
+    try:
+        import transformers
+
+        version = transformers.__version__
+    except ImportError:
+        return None, {}
+    path = cache / f"specs-{hashlib.sha256(f'{version}/{opaudit.__version__}'.encode()).hexdigest()[:12]}.json"
+    try:
+        table = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        table = {}
+    return path, table if isinstance(table, dict) else {}
+
+
+def _by_type(spec: str) -> bool:
+    """``hf:<model_type>[:Head][?overrides]``: resolved from transformers alone (not a file, not the hub cache)."""
+    return re.fullmatch(r"hf:[\w.-]+(:\w+)?(\?.*)?", spec) is not None
+
+
 def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str, device: str, timeout: float,
-         memory: int | None, threads: int) -> tuple[list[Job], dict[str, dict[str, Any]]]:
+         memory: int | None, threads: int, cache: Path | None = None) -> tuple[list[Job], dict[str, dict[str, Any]]]:
     """A Job per spec that resolves; a failed record for each that does not (a typo, a model type without
     a head): those are the zoo's results too."""
     from opaudit.zoo.specs import load_spec
@@ -316,7 +341,17 @@ def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str
     db_version = coverage_db_version()
     jobs: list[Job] = []
     bad: dict[str, dict[str, Any]] = {}
+    table_path, table = _resolutions(cache)
+    known = len(table)
     for spec in specs:
+        hit = table.get(spec) if _by_type(spec) else None
+        if isinstance(hit, list) and len(hit) == 4:
+            family, head, kind, config_hash = hit
+            key = job_key(spec, config_hash, targets=targets, train=train, mode=mode, device=device,
+                          db_version=db_version)
+            jobs.append(Job(spec, key, family, head, kind, config_hash, list(targets), train, mode, device, timeout,
+                            memory, threads))
+            continue
         try:
             named = load_spec(spec, build=False)
         except Exception as e:  # noqa: BLE001 - a spec that does not resolve is a result, not the zoo's end
@@ -331,6 +366,10 @@ def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str
                       db_version=db_version)
         jobs.append(Job(spec, key, named.family, named.head, named.kind, named.config_hash, list(targets), train,
                         mode, device, timeout, memory, threads))
+        if _by_type(spec):
+            table[spec] = [named.family, named.head, named.kind, named.config_hash]
+    if table_path is not None and len(table) > known:
+        _store_file(table_path, json.dumps(table, sort_keys=True))
     return jobs, bad
 
 
@@ -353,11 +392,15 @@ def _cached(cache: Path | None, job: Job) -> dict[str, Any] | None:
 def _store(cache: Path | None, record: dict[str, Any]) -> None:
     if cache is None or not record.get("key") or record.get("reason") in ("timeout", "memory", "crash"):
         return
+    _store_file(cache / f"{record['key']}.json", json.dumps(record, sort_keys=True))
+
+
+def _store_file(path: Path, text: str) -> None:
     from opaudit.files import write_atomic
 
     try:
-        cache.mkdir(parents=True, exist_ok=True)
-        write_atomic(str(cache / f"{record['key']}.json"), json.dumps(record, sort_keys=True))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(str(path), text)
     except (OSError, OpauditError):
         pass  # a cache that cannot be written costs a rerun, nothing else
 
@@ -380,7 +423,7 @@ def run_zoo(specs: Sequence[str], *, targets: Sequence[str] | None = None, train
     memory = default_memory(jobs) if memory is None else (memory or None)
     threads = max(1, (os.cpu_count() or 1) // jobs)
     planned, bad = plan(list(dict.fromkeys(specs)), targets=keys, train=train, mode=mode, device=device,
-                        timeout=timeout, memory=memory, threads=threads)
+                        timeout=timeout, memory=memory, threads=threads, cache=cache)
     done: dict[str, dict[str, Any]] = dict(bad)
     todo: list[Job] = []
     for job in planned:

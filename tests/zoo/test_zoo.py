@@ -40,11 +40,21 @@ def test_the_csv_has_a_row_per_model_and_target_and_the_failure_with_its_reason(
     assert "mps@2.3.0: 0/2 run; 2 fail; most blocking: _foreach_add_.Scalar (2)" in stdout
 
 
-def test_a_rerun_takes_every_model_from_the_cache(tiny_zoo):
+def test_a_rerun_takes_every_model_from_the_cache(tiny_zoo, monkeypatch):
+    import opaudit.zoo.specs as specs
+
     out, cache, _ = tiny_zoo
     before = json.loads((out / "zoo.json").read_text())["models"]
+    resolved = []  # a model type's spec resolves from the cache's table: no configuration is built again
+
+    def load_spec(spec, build=True):
+        resolved.append(spec)
+        return real(spec, build=build)
+
+    real = specs.load_spec
+    monkeypatch.setattr(specs, "load_spec", load_spec)
     again = run_zoo(TINY_ZOO, targets=TINY_ZOO_TARGETS, train=True, jobs=2, cache=cache)
-    assert again.cached == 2 and again.records == before
+    assert again.cached == 2 and again.records == before and resolved == [TINY_ZOO[2]]  # the misspelt one
     # the key follows the configuration, the targets and the coverage data, not only the spec's text
     key = dict(targets=["xpu@2.14"], train=True, mode="auto", device="cuda", db_version="a")
     assert job_key("hf:x", "c1", **key) == job_key("hf:x", "c1", **key)
