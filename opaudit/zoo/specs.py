@@ -24,6 +24,7 @@ import difflib
 import hashlib
 import inspect
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -479,6 +480,9 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
     positions = _first(config, "max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
                        "max_sequence_length")
     seq = max(2, min(SEQ, int(positions) if isinstance(positions, int) and positions > 0 else SEQ))
+    axial = _first(config, "axial_pos_shape")
+    if train and isinstance(axial, (list, tuple)) and axial:  # Reformer trains on exactly its axial positions
+        seq = math.prod(int(a) for a in axial)
     ids = torch.randint(0, vocab, (BATCH, seq), generator=g)
     wanted = [main, *(k for k in required if k != main)]
     if main not in ("input_ids", "inputs") and "input_ids" in params and head in _TOKEN_LABELS:
