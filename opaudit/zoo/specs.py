@@ -262,12 +262,22 @@ def _hf(spec: str, build: bool) -> Named:
         built: dict[str, Any] = {}
 
         def make_model() -> Any:
+            _without_cache(config)
             built["model"] = cls(config)
             return built["model"]
 
         named.make_model = make_model  # the inputs are fitted to the model built last (a dry run on meta)
         named.make_inputs = lambda: hf_inputs(cls, config, head, train=True, model=built.get("model"))
     return named
+
+
+def _without_cache(config: Any) -> None:
+    """A train step keeps no KV cache: ``use_cache`` off in the configuration and its sub-configurations, the
+    default of a forward that takes it only through ``**kwargs`` (a hybrid's cache of linear-attention layers
+    alone cannot even say its length)."""
+    for c in (config, *(getattr(config, k, None) for k in getattr(config, "sub_configs", {}) or {})):
+        if c is not None and getattr(c, "use_cache", None):
+            c.use_cache = False
 
 
 def _hf_config(spec: str, name: str, overrides: dict[str, Any]) -> Any:

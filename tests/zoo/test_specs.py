@@ -164,6 +164,14 @@ def test_a_hybrid_trains_without_a_cache():
     assert named.make_inputs()["use_cache"] is False
     trace = opaudit.trace(named.make_model, named.make_inputs, train=True, mode="meta", source=named.source)
     assert trace.meta.total_calls > 0
+    # a causal LM that takes use_cache only through **kwargs: the configuration's default is off
+    spec = ("hf:granitemoehybrid?num_hidden_layers=1&layer_types=[\"linear_attention\"]&hidden_size=32"
+            "&intermediate_size=64&shared_intermediate_size=32&num_attention_heads=2&num_key_value_heads=1"
+            "&num_local_experts=2&vocab_size=100&mamba_n_heads=4&mamba_d_head=16&mamba_d_state=8&mamba_chunk_size=8")
+    named = load_spec(spec)
+    assert "use_cache" not in named.make_inputs()
+    trace = opaudit.trace(named.make_model, named.make_inputs, train=True, mode="meta", source=named.source)
+    assert trace.meta.total_calls > 0
 
 
 def test_the_text_of_a_captioner_the_boxes_of_a_layout_model_and_parakeet_features():
