@@ -503,6 +503,8 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
         wanted += ["visual_feats", "visual_pos"]  # LXMERT-style: region features and their boxes
     probe = _Probe(model)
     image = _image_token(config) if "pixel_values" in params and "input_ids" in params else None
+    if image is not None and image >= vocab:  # a default configuration whose image token is past its vocabulary
+        image = None
     if image is not None and head in _TOKEN_LABELS:
         wanted += ["input_ids", "pixel_values"]
     inputs: dict[str, Any] = {}

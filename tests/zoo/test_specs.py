@@ -201,6 +201,10 @@ def test_a_vision_language_model_gets_an_image_and_a_token_per_image_feature():
     assert inputs["input_ids"].shape == (2, 16 + 16) and bool((inputs["input_ids"][:, :16] == 150).all())
     trace = opaudit.trace(named.make_model, named.make_inputs, train=True, mode="real", source=named.source)
     assert "aten::masked_scatter.default" in trace.ops() and "aten::convolution.default" in trace.ops()
+    # an image token past the vocabulary (a default configuration's slip): the text alone, as before
+    named = load_spec(spec.replace("image_token_index=150", "image_token_index=250"))
+    named.make_model()
+    assert set(named.make_inputs()) == {"input_ids", "labels"}
 
 
 def test_inputs_of_other_kinds_a_forward_requires():
