@@ -448,18 +448,28 @@ def _build_config(spec: str, make: Callable[[dict[str, Any]], Any], overrides: d
     return config
 
 
-def _first(config: Any, *names: str, default: Any = None) -> Any:
+def _first(config: Any, *names: str, default: Any = None, depth: int = 0) -> Any:
+    """The first of ``names`` the configuration sets, else its sub-configurations' (two levels down: some
+    sub-configurations are properties that build a configuration holding one again)."""
     for n in names:
-        v = getattr(config, n, None)
+        v = _get(config, n)
         if v is not None:
             return v
-    for sub in ("text_config", "vision_config", "audio_config", "encoder_config", "decoder_config"):
-        c = getattr(config, sub, None)
-        if c is not None and c is not config:
-            v = _first(c, *names)
-            if v is not None:
-                return v
+    if depth < 2:
+        for sub in ("text_config", "vision_config", "audio_config", "encoder_config", "decoder_config"):
+            c = _get(config, sub)
+            if c is not None and c is not config:
+                v = _first(c, *names, depth=depth + 1)
+                if v is not None:
+                    return v
     return default
+
+
+def _get(config: Any, name: str) -> Any:
+    try:
+        return getattr(config, name, None)
+    except Exception:  # noqa: BLE001 - a property of a configuration that cannot be computed
+        return None
 
 
 def _size(v: Any, default: int) -> tuple[int, int]:

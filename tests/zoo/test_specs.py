@@ -217,5 +217,7 @@ def test_inputs_of_other_kinds_a_forward_requires():
     instruct = load_spec("hf:instructblip?text_config.num_hidden_layers=1&vision_config.num_hidden_layers=1"
                          "&qformer_config.vocab_size=77").make_inputs()
     assert int(instruct["qformer_input_ids"].max()) < 77 and "pixel_values" in instruct
+    # apertus1p5's audio tokenizer builds its encoder_config as a property holding one again: read two levels down
+    assert load_spec("hf:apertus1p5?text_config.num_hidden_layers=1").make_inputs()["input_ids"].shape == (2, 16)
     reformer = load_spec("hf:reformer?axial_pos_shape=[8,4]&axial_pos_embds_dim=[64,192]").make_inputs()
     assert reformer["input_ids"].shape == (2, 32)  # a Reformer trains on exactly its axial positions
