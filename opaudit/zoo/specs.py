@@ -526,6 +526,10 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
         if name in _AUDIO and isinstance(value, list):
             value = next((v for v in value if probe.runs({**inputs, name: v}) is not False), value[0])
         inputs[name] = value
+    audio = inputs.get(main)
+    if head == "CTC" and "attention_mask" in params and isinstance(audio, torch.Tensor) and audio.dim() in (2, 3):
+        # a CTC loss reads the input lengths from the mask: every frame (audio as (batch, frames[, features]))
+        inputs["attention_mask"] = torch.ones(audio.shape[:2], dtype=torch.long)
     if image is not None and "pixel_values" in inputs:
         tokens = probe.image_features(inputs["pixel_values"])
         if tokens:  # the text: the image's tokens first, then the words (none of them an image token)

@@ -221,3 +221,15 @@ def test_inputs_of_other_kinds_a_forward_requires():
     assert load_spec("hf:apertus1p5?text_config.num_hidden_layers=1").make_inputs()["input_ids"].shape == (2, 16)
     reformer = load_spec("hf:reformer?axial_pos_shape=[8,4]&axial_pos_embds_dim=[64,192]").make_inputs()
     assert reformer["input_ids"].shape == (2, 32)  # a Reformer trains on exactly its axial positions
+
+
+def test_a_ctc_head_gets_a_mask_of_every_frame_for_its_input_lengths():
+    named = load_spec("hf:parakeet_ctc?encoder_config.num_hidden_layers=1&encoder_config.hidden_size=64"
+                      "&encoder_config.intermediate_size=128&encoder_config.num_attention_heads=2"
+                      "&encoder_config.num_key_value_heads=2")
+    named.make_model()
+    inputs = named.make_inputs()
+    # the dry run picked (batch, frames, mel bins); the mask covers the frames
+    assert inputs["input_features"].shape == (2, 64, 80) and inputs["attention_mask"].shape == (2, 64)
+    trace = opaudit.trace(named.make_model, named.make_inputs, train=True, mode="real", source=named.source)
+    assert "aten::_ctc_loss_backward.default" in trace.ops()
