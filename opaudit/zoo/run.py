@@ -34,6 +34,7 @@ START_TIMEOUT = 300.0  # seconds a model's process may take to start (the fork s
 RECORD_VERSION = 2  # 2: a model meta cannot run is traced for real
 # ops of the audit's per-target lists that a zoo keeps (what blocks a model, what the data does not know)
 KEPT = ("missing", "skew", "unknown", "fallback")
+RETRY_SHARE = 0.6  # of the memory a model meta cannot run may take to be traced for real
 
 
 @dataclass
@@ -116,10 +117,10 @@ def work(job: Job) -> dict[str, Any]:
         try:
             trace = traced(job.mode)
         except OpauditError as e:
-            if job.mode != "auto" or not _needs_data(e.message):
+            if job.mode != "auto" or not _needs_data(e.message) or not _fits(named, job):
                 raise
             # meta tensors hold no data: a model that reads its values (a MoE's routing as a list) is traced
-            # for real, which the memory cap bounds
+            # for real where it fits in the memory cap
             retried = e.message
             trace = traced("real")
         result = audit(trace, job.targets, landscape=False)
@@ -149,6 +150,24 @@ _META_DATA = ("cannot copy out of meta tensor", "cannot be called on meta tensor
 def _needs_data(message: str) -> bool:
     text = message.lower()
     return any(m.lower() in text for m in _META_DATA)
+
+
+def _fits(named: Any, job: Job) -> bool:
+    """Whether the model's step fits for real: its parameters, gradients and AdamW states (measured on meta)
+    within RETRY_SHARE of the memory cap or of what the machine has available, the smaller. Looser than the
+    auto rule's comfort: the alternative is no trace at all."""
+    import torch
+
+    from opaudit.tracing.modes import available_memory, model_bytes
+
+    try:
+        with torch.device("meta"):
+            model = named.make_model()
+    except Exception:  # noqa: BLE001 - the real run would fail the same way, and say so
+        return True
+    limits = [m for m in (job.memory, available_memory()) if m]
+    need = model_bytes(model)[1] * (4 if job.train else 1)
+    return not limits or need <= RETRY_SHARE * min(limits)
 
 
 def _ops(labels: list[str]) -> list[str]:

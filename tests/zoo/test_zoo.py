@@ -134,3 +134,6 @@ def test_a_model_that_reads_its_data_is_traced_for_real_where_auto_chose_meta(tm
     assert record["mode_reason"].startswith("meta could not run it (") and "meta tensor" in record["mode_reason"]
     record = work(Job(str(reader), "k", "f", "", "file", "h", ["xpu@2.14"], train=True, device="cpu", mode="meta"))
     assert (record["status"], record["reason"]) == ("failed", "forward")  # meta asked for: no retry
+    # too big for real (its 20 parameters take 320 bytes with gradients and AdamW states): meta's failure stays
+    record = work(Job(str(reader), "k", "f", "", "file", "h", ["xpu@2.14"], train=True, device="cpu", memory=100))
+    assert (record["status"], record["reason"]) == ("failed", "forward") and "meta tensor" in record["error"]
