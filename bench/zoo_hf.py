@@ -1,7 +1,10 @@
 """The transformers atlas: every model type transformers builds from its default configuration with a task
 head (`opaudit zoo --all hf`), train step, against the newest release of every vendor.
 
-    python bench/zoo_hf.py [--jobs 2] [--timeout 300] [--limit N] [--mode auto]
+    python bench/zoo_hf.py [--jobs 2] [--timeout 300] [--limit N] [--mode auto] [--layers N] [--cache DIR]
+
+--layers N makes each model smaller with the same op kinds (opaudit.zoo.specs.with_layers: at most N layers,
+one of each kind a hybrid has); the published atlas is made with --layers 1.
 
 Writes reports/examples/zoo-hf.html and zoo-hf.csv (the published atlas) and bench/results/zoo_hf.json:
 how many model types were traced, the failures by reason, the wall time with --jobs, and the wall time
