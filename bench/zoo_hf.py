@@ -1,7 +1,10 @@
 """The transformers atlas: every model type transformers builds from its default configuration with a task
 head (`opaudit zoo --all hf`), train step, against the newest release of every vendor.
 
-    python bench/zoo_hf.py [--jobs 2] [--timeout 300] [--limit N] [--mode auto]
+    python bench/zoo_hf.py [--jobs 2] [--timeout 300] [--limit N] [--mode auto] [--layers N] [--cache DIR]
+
+--layers N makes each model smaller with the same op kinds (opaudit.zoo.specs.with_layers: at most N layers,
+one of each kind a hybrid has); the published atlas is made with --layers 1.
 
 Writes reports/examples/zoo-hf.html and zoo-hf.csv (the published atlas) and bench/results/zoo_hf.json:
 how many model types were traced, the failures by reason, the wall time with --jobs, and the wall time
@@ -25,36 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 GOALS = {"traced_share": 0.90, "wall_s": 1800.0, "cached_rerun_s": 60.0}
 
 
-LAYER_FIELDS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers",
-                "num_encoder_layers", "num_decoder_layers")
-SUB_CONFIGS = ("text_config", "vision_config", "audio_config")
-
-
-def with_layers(spec: str, n: int) -> str:
-    """``hf:llama`` -> ``hf:llama?num_hidden_layers=1``: the layer counts the default configuration has (and
-    its text, vision and audio sub-configurations), at most ``n``; the spec as it is where it has none."""
-    from transformers import AutoConfig
-
-    try:
-        config = AutoConfig.for_model(spec.removeprefix("hf:")).to_dict()
-    except Exception:  # noqa: BLE001 - the zoo reports the configuration's own error
-        return spec
-    derived = ("num_layers",) if "depths" in config else ()  # Swin-style: the length of depths, not a field
-    sets = [f"{k}={n}" for k in LAYER_FIELDS if k not in derived and isinstance(config.get(k), int) and config[k] > n]
-    for sub in SUB_CONFIGS:
-        if isinstance(config.get(sub), dict):
-            sets += [f"{sub}.{k}={n}" for k in LAYER_FIELDS
-                     if isinstance(config[sub].get(k), int) and config[sub][k] > n]
-    return f"{spec}?{'&'.join(sets)}" if sets else spec
-
-
 def main() -> None:
     import torch
     import transformers
 
     from opaudit.zoo import report
     from opaudit.zoo.run import run_zoo
-    from opaudit.zoo.specs import all_specs
+    from opaudit.zoo.specs import all_specs, with_layers
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=2)

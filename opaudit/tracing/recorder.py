@@ -466,6 +466,21 @@ def _meta_fast_path(func) -> Callable | None:
                 return _SLOW
             return torch.ops.aten.empty_like.default(*args, **kwargs)
         return like
+    if name == "aten::_grouped_mm":
+        def grouped(args, kwargs):
+            # torch's meta kernel accepts bf16 only, the CPU kernel and CUDA's fallback take any float type:
+            # the shapes come from the meta kernel on bf16 stand-ins, the dtype from the inputs
+            tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+            a, b = args[0], args[1]
+            if (any(t.device.type != "meta" for t in tensors) or a.dtype == torch.bfloat16
+                    or not a.is_floating_point() or a.dtype != b.dtype):
+                return _SLOW
+            bf16 = [x.to(torch.bfloat16) if isinstance(x, Tensor) and x.is_floating_point() else x for x in args]
+            kw = {k: v.to(torch.bfloat16) if isinstance(v, Tensor) and v.is_floating_point() else v
+                  for k, v in kwargs.items() if k != "out_dtype"}
+            out = func(*bf16, **kw)
+            return torch.empty_like(out, dtype=kwargs.get("out_dtype") or a.dtype)
+        return grouped
     if not name.startswith("aten::_foreach_") or name in _FOREACH_NOT_POINTWISE:
         return None
     if name.endswith("_") and not schema.returns:  # in place: nothing to compute, nothing returned

@@ -17,6 +17,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -30,9 +31,10 @@ from opaudit.errors import InputError, OpauditError, describe_exception
 EXECUTORS = ("local", "ray")
 DEFAULT_TIMEOUT = 600.0
 START_TIMEOUT = 300.0  # seconds a model's process may take to start (the fork server's imports, on a busy machine)
-RECORD_VERSION = 1
+RECORD_VERSION = 2  # 2: a model meta cannot run is traced for real
 # ops of the audit's per-target lists that a zoo keeps (what blocks a model, what the data does not know)
 KEPT = ("missing", "skew", "unknown", "fallback")
+RETRY_SHARE = 0.6  # of the memory a model meta cannot run may take to be traced for real
 
 
 @dataclass
@@ -105,9 +107,22 @@ def work(job: Job) -> dict[str, Any]:
 
         torch.set_num_threads(max(1, job.threads))
         named = load_spec(job.spec)
-        trace = opaudit.trace(named.make_model, named.make_inputs, train=job.train, mode=job.mode,
-                              loss_fn=named.loss_fn, optimizer=named.optimizer, source=named.source,
-                              device=job.device)
+
+        def traced(mode: str) -> Any:
+            return opaudit.trace(named.make_model, named.make_inputs, train=job.train, mode=mode,
+                                 loss_fn=named.loss_fn, optimizer=named.optimizer, source=named.source,
+                                 device=job.device)
+
+        retried = None
+        try:
+            trace = traced(job.mode)
+        except OpauditError as e:
+            if job.mode != "auto" or not _needs_data(e.message) or not _fits(named, job):
+                raise
+            # meta tensors hold no data: a model that reads its values (a MoE's routing as a list) is traced
+            # for real where it fits in the memory cap
+            retried = e.message
+            trace = traced("real")
         result = audit(trace, job.targets, landscape=False)
     except (OpauditError, MemoryError, Exception) as e:  # a model's failure is a record, not the zoo's end
         message = e.message if isinstance(e, OpauditError) else describe_exception(e)
@@ -115,7 +130,8 @@ def work(job: Job) -> dict[str, Any]:
         record["duration_s"] = round(time.perf_counter() - started, 2)
         return record
     m = trace.meta
-    record.update(status="ok", mode=m.mode, mode_reason=m.mode_reason, calls=m.total_calls,
+    reason = m.mode_reason if retried is None else f"meta could not run it ({retried}); traced for real"
+    record.update(status="ok", mode=m.mode, mode_reason=reason, calls=m.total_calls,
                   ops=len({g.op for g in result.groups if g.kind not in ("choice", "api")}),
                   duration_s=round(time.perf_counter() - started, 2))
     record["targets"] = [
@@ -124,6 +140,34 @@ def work(job: Job) -> dict[str, Any]:
         for v in result.selected_verdicts
     ]
     return record
+
+
+# what torch says when code reads the data of a meta tensor
+_META_DATA = ("cannot copy out of meta tensor", "cannot be called on meta tensors",
+              "register_meta function for torch.nonzero()", "meta_nonzero_assume_all_nonzero")
+
+
+def _needs_data(message: str) -> bool:
+    text = message.lower()
+    return any(m.lower() in text for m in _META_DATA)
+
+
+def _fits(named: Any, job: Job) -> bool:
+    """Whether the model's step fits for real: its parameters, gradients and AdamW states (measured on meta)
+    within RETRY_SHARE of the memory cap or of what the machine has available, the smaller. Looser than the
+    auto rule's comfort: the alternative is no trace at all."""
+    import torch
+
+    from opaudit.tracing.modes import available_memory, model_bytes
+
+    try:
+        with torch.device("meta"):
+            model = named.make_model()
+    except Exception:  # noqa: BLE001 - the real run would fail the same way, and say so
+        return True
+    limits = [m for m in (job.memory, available_memory()) if m]
+    need = model_bytes(model)[1] * (4 if job.train else 1)
+    return not limits or need <= RETRY_SHARE * min(limits)
 
 
 def _ops(labels: list[str]) -> list[str]:
@@ -145,6 +189,8 @@ def _reason(message: str, e: BaseException | None = None) -> str:
     text = message.lower()
     if isinstance(e, MemoryError) or "can't allocate memory" in text or "out of memory" in text:
         return "memory"
+    if re.search(r"requires the \w+ library but it was not found|no module named", text):
+        return "package"  # a library the model needs (timm, natten) is not installed: not the model's fault
     for stage, word in (("building the model", "build"), ("the forward pass", "forward"), ("the loss", "loss"),
                         ("the backward pass", "backward"), ("the optimizer", "optimizer")):
         if stage in text:
@@ -280,8 +326,33 @@ def default_memory(jobs: int) -> int | None:
     return max(4 * 2**30, int(0.8 * total / max(1, jobs)))
 
 
+def _resolutions(cache: Path | None) -> tuple[Path | None, dict[str, list[str]]]:
+    """The cache's table of resolved model-type specs (``hf:llama?...``: family, head, configuration hash) for
+    this transformers and opaudit: such a spec resolves the same until one of them changes, and a rerun from
+    the cache need not build 400 configurations again."""
+    if cache is None:
+        return None, {}
+    try:
+        import transformers
+
+        version = transformers.__version__
+    except ImportError:
+        return None, {}
+    path = cache / f"specs-{hashlib.sha256(f'{version}/{opaudit.__version__}'.encode()).hexdigest()[:12]}.json"
+    try:
+        table = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        table = {}
+    return path, table if isinstance(table, dict) else {}
+
+
+def _by_type(spec: str) -> bool:
+    """``hf:<model_type>[:Head][?overrides]``: resolved from transformers alone (not a file, not the hub cache)."""
+    return re.fullmatch(r"hf:[\w.-]+(:\w+)?(\?.*)?", spec) is not None
+
+
 def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str, device: str, timeout: float,
-         memory: int | None, threads: int) -> tuple[list[Job], dict[str, dict[str, Any]]]:
+         memory: int | None, threads: int, cache: Path | None = None) -> tuple[list[Job], dict[str, dict[str, Any]]]:
     """A Job per spec that resolves; a failed record for each that does not (a typo, a model type without
     a head): those are the zoo's results too."""
     from opaudit.zoo.specs import load_spec
@@ -289,7 +360,17 @@ def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str
     db_version = coverage_db_version()
     jobs: list[Job] = []
     bad: dict[str, dict[str, Any]] = {}
+    table_path, table = _resolutions(cache)
+    known = len(table)
     for spec in specs:
+        hit = table.get(spec) if _by_type(spec) else None
+        if isinstance(hit, list) and len(hit) == 4:
+            family, head, kind, config_hash = hit
+            key = job_key(spec, config_hash, targets=targets, train=train, mode=mode, device=device,
+                          db_version=db_version)
+            jobs.append(Job(spec, key, family, head, kind, config_hash, list(targets), train, mode, device, timeout,
+                            memory, threads))
+            continue
         try:
             named = load_spec(spec, build=False)
         except Exception as e:  # noqa: BLE001 - a spec that does not resolve is a result, not the zoo's end
@@ -304,6 +385,10 @@ def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str
                       db_version=db_version)
         jobs.append(Job(spec, key, named.family, named.head, named.kind, named.config_hash, list(targets), train,
                         mode, device, timeout, memory, threads))
+        if _by_type(spec):
+            table[spec] = [named.family, named.head, named.kind, named.config_hash]
+    if table_path is not None and len(table) > known:
+        _store_file(table_path, json.dumps(table, sort_keys=True))
     return jobs, bad
 
 
@@ -326,11 +411,15 @@ def _cached(cache: Path | None, job: Job) -> dict[str, Any] | None:
 def _store(cache: Path | None, record: dict[str, Any]) -> None:
     if cache is None or not record.get("key") or record.get("reason") in ("timeout", "memory", "crash"):
         return
+    _store_file(cache / f"{record['key']}.json", json.dumps(record, sort_keys=True))
+
+
+def _store_file(path: Path, text: str) -> None:
     from opaudit.files import write_atomic
 
     try:
-        cache.mkdir(parents=True, exist_ok=True)
-        write_atomic(str(cache / f"{record['key']}.json"), json.dumps(record, sort_keys=True))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(str(path), text)
     except (OSError, OpauditError):
         pass  # a cache that cannot be written costs a rerun, nothing else
 
@@ -353,7 +442,7 @@ def run_zoo(specs: Sequence[str], *, targets: Sequence[str] | None = None, train
     memory = default_memory(jobs) if memory is None else (memory or None)
     threads = max(1, (os.cpu_count() or 1) // jobs)
     planned, bad = plan(list(dict.fromkeys(specs)), targets=keys, train=train, mode=mode, device=device,
-                        timeout=timeout, memory=memory, threads=threads)
+                        timeout=timeout, memory=memory, threads=threads, cache=cache)
     done: dict[str, dict[str, Any]] = dict(bad)
     todo: list[Job] = []
     for job in planned:

@@ -24,6 +24,7 @@ import difflib
 import hashlib
 import inspect
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -258,9 +259,25 @@ def _hf(spec: str, build: bool) -> Named:
         cls = getattr(transformers, cls_name, None)
         if cls is None:
             raise InputError(f"{spec}: transformers {transformers.__version__} does not export {cls_name}")
-        named.make_model = lambda: cls(config)
-        named.make_inputs = lambda: hf_inputs(cls, config, head, train=True)
+        built: dict[str, Any] = {}
+
+        def make_model() -> Any:
+            _without_cache(config)
+            built["model"] = cls(config)
+            return built["model"]
+
+        named.make_model = make_model  # the inputs are fitted to the model built last (a dry run on meta)
+        named.make_inputs = lambda: hf_inputs(cls, config, head, train=True, model=built.get("model"))
     return named
+
+
+def _without_cache(config: Any) -> None:
+    """A train step keeps no KV cache: ``use_cache`` off in the configuration and its sub-configurations, the
+    default of a forward that takes it only through ``**kwargs`` (a hybrid's cache of linear-attention layers
+    alone cannot even say its length)."""
+    for c in (config, *(getattr(config, k, None) for k in getattr(config, "sub_configs", {}) or {})):
+        if c is not None and getattr(c, "use_cache", None):
+            c.use_cache = False
 
 
 def _hf_config(spec: str, name: str, overrides: dict[str, Any]) -> Any:
@@ -294,6 +311,91 @@ def _hf_config(spec: str, name: str, overrides: dict[str, Any]) -> Any:
         return default
     _check_keys(spec, default.to_dict(), overrides, name)
     return _build_config(spec, lambda kw: AutoConfig.for_model(name, **kw), overrides)
+
+
+LAYER_FIELDS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers",
+                "num_encoder_layers", "num_decoder_layers")
+SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "encoder_config", "decoder_config")
+
+
+def with_layers(spec: str, n: int) -> str:
+    """``hf:llama`` -> ``hf:llama?num_hidden_layers=1``: a smaller model of the same op kinds. The layer counts
+    of the configuration (and of its text, vision and audio sub-configurations) become at most ``n``, but a
+    hybrid keeps one layer of each kind its per-layer lists name (``layer_types``: sliding and full attention,
+    linear attention, dense and sparse MLPs), and a MoE whose first layers are dense keeps one sparse layer;
+    the per-layer lists and tables follow the layers kept. A spec whose smaller model cannot be built (checked
+    on meta) stays as it is: its default size, traced in meta mode where big."""
+    base, overrides = split_overrides(spec)
+    try:
+        config = _hf_config(spec, base.removeprefix("hf:"), overrides).to_dict()
+    except Exception:  # noqa: BLE001 - the zoo reports the configuration's own error
+        return spec
+    sets = _shrunk(config, n, "")
+    for sub in SUB_CONFIGS:
+        if isinstance(config.get(sub), dict) and not (sub == "vision_config" and _picks_layers(config)):
+            sets.update(_shrunk(config[sub], n, f"{sub}."))
+    sets = {k: v for k, v in sets.items() if k not in overrides}
+    if not sets:
+        return spec
+    text = "&".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in sets.items())
+    smaller = f"{spec}{'&' if '?' in spec else '?'}{text}"
+    try:  # built on meta (no memory): a model with cross-checks this does not know keeps its size
+        import torch
+
+        with torch.device("meta"):
+            load_spec(smaller).make_model()
+    except Exception:  # noqa: BLE001
+        return spec
+    return smaller
+
+
+# fields that pick layers by index (a backbone's outputs, a vision tower's feature layers): a configuration
+# holding one keeps its layers, since the indices would point past the layers kept
+_LAYER_PICKS = ("out_indices", "backbone_out_indices", "insert_layer_id", "intermediate_layers_indices",
+                "hybrid_layer_ids")
+
+
+def _picks_layers(config: dict[str, Any]) -> bool:
+    if any(config.get(k) not in (None, []) for k in _LAYER_PICKS):
+        return True
+    feature = config.get("vision_feature_layer")  # the parent's index into its vision tower's layers
+    return isinstance(feature, list) or (isinstance(feature, int) and feature >= 0)
+
+
+def _shrunk(config: dict[str, Any], n: int, prefix: str) -> dict[str, Any]:
+    if _picks_layers(config):
+        return {}
+    derived = ("num_layers",) if "depths" in config else ()  # Swin-style: the length of depths, not a field
+    counts = {k: config[k] for k in LAYER_FIELDS
+              if k not in derived and isinstance(config.get(k), int) and not isinstance(config[k], bool)}
+    if not counts or all(v <= n for v in counts.values()):
+        return {}
+    total = next(iter(counts.values()))
+    # per-layer lists: a value per layer (layer_types, mlp_layer_types, intermediate_size ...)
+    per_layer = {k: v for k, v in config.items() if isinstance(v, list) and len(v) == total and total > n}
+    keep = list(range(min(n, total)))
+    for v in per_layer.values():  # the first layer of each kind
+        if all(isinstance(x, str) for x in v):
+            keep += [v.index(x) for x in dict.fromkeys(v)]
+    dense = config.get("first_k_dense_replace")
+    if isinstance(dense, int) and 0 < dense < total:  # keep one dense and one sparse layer
+        keep += [0, dense]
+    keep = sorted(set(keep))
+    out: dict[str, Any] = {}
+    for k, v in counts.items():
+        want = len(keep) if v == total else min(v, max(n, 1))
+        if want < v:
+            out[prefix + k] = want
+    if prefix + next(iter(counts)) not in out:
+        return out
+    for k, v in per_layer.items():
+        out[prefix + k] = [v[i] for i in keep]
+    if isinstance(dense, int) and 0 < dense < total:
+        out[prefix + "first_k_dense_replace"] = sum(1 for i in keep if i < dense)
+    table = config.get("per_layer_config")
+    if isinstance(table, dict):  # settings of some layers, by index
+        out[prefix + "per_layer_config"] = {str(keep.index(int(i))): c for i, c in table.items() if int(i) in keep}
+    return out
 
 
 def _read_json(spec: str, path: Path) -> dict[str, Any]:
@@ -346,18 +448,28 @@ def _build_config(spec: str, make: Callable[[dict[str, Any]], Any], overrides: d
     return config
 
 
-def _first(config: Any, *names: str, default: Any = None) -> Any:
+def _first(config: Any, *names: str, default: Any = None, depth: int = 0) -> Any:
+    """The first of ``names`` the configuration sets, else its sub-configurations' (two levels down: some
+    sub-configurations are properties that build a configuration holding one again)."""
     for n in names:
-        v = getattr(config, n, None)
+        v = _get(config, n)
         if v is not None:
             return v
-    for sub in ("text_config", "vision_config", "audio_config", "encoder_config"):
-        c = getattr(config, sub, None)
-        if c is not None and c is not config:
-            v = _first(c, *names)
-            if v is not None:
-                return v
+    if depth < 2:
+        for sub in ("text_config", "vision_config", "audio_config", "encoder_config", "decoder_config"):
+            c = _get(config, sub)
+            if c is not None and c is not config:
+                v = _first(c, *names, depth=depth + 1)
+                if v is not None:
+                    return v
     return default
+
+
+def _get(config: Any, name: str) -> Any:
+    try:
+        return getattr(config, name, None)
+    except Exception:  # noqa: BLE001 - a property of a configuration that cannot be computed
+        return None
 
 
 def _size(v: Any, default: int) -> tuple[int, int]:
@@ -368,55 +480,198 @@ def _size(v: Any, default: int) -> tuple[int, int]:
     return (int(v), int(v)) if v else (default, default)
 
 
-def hf_inputs(cls: Any, config: Any, head: str, *, train: bool) -> dict[str, Any]:
-    """Keyword inputs for ``cls`` made from ``config``: the main input (``cls.main_input_name``), decoder
-    inputs for an encoder-decoder, and the head's labels (the train step's loss is the model's own)."""
+def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = None) -> dict[str, Any]:
+    """Keyword inputs for ``cls`` made from ``config``: the main input (``cls.main_input_name``) and every input
+    its forward requires, the text beside an image or audio input where the head predicts tokens (a captioner,
+    a vision-language model), the boxes of a layout model, decoder inputs for an encoder-decoder, and the
+    head's labels (the train step's loss is the model's own). A train step runs without a KV cache.
+
+    Given the ``model`` itself, the inputs are fitted to it by dry runs on meta tensors (no memory, no data):
+    of the layouts an audio input may have, the first the model takes; and for a vision-language model, the
+    image with as many image tokens in the text as its vision tower makes features."""
     import torch
 
     g = torch.Generator().manual_seed(0)
     main = getattr(cls, "main_input_name", "input_ids")
-    params = inspect.signature(cls.forward).parameters
+    params = {k: p for k, p in inspect.signature(cls.forward).parameters.items()
+              if k != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+    required = [k for k, p in params.items() if p.default is inspect.Parameter.empty]
     vocab = int(_first(config, "vocab_size", default=1000) or 1000)
     positions = _first(config, "max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
                        "max_sequence_length")
     seq = max(2, min(SEQ, int(positions) if isinstance(positions, int) and positions > 0 else SEQ))
+    axial = _first(config, "axial_pos_shape")
+    if train and isinstance(axial, (list, tuple)) and axial:  # Reformer trains on exactly its axial positions
+        seq = math.prod(int(a) for a in axial)
     ids = torch.randint(0, vocab, (BATCH, seq), generator=g)
+    wanted = [main, *(k for k in required if k != main)]
+    if main not in ("input_ids", "inputs") and "input_ids" in params and head in _TOKEN_LABELS:
+        wanted.append("input_ids")  # a captioner's or a vision-language model's text
+    if "bbox" in params and "input_ids" in wanted:
+        wanted.append("bbox")  # a layout model: a box per token
+    if "visual_feats" in params:
+        wanted += ["visual_feats", "visual_pos"]  # LXMERT-style: region features and their boxes
+    probe = _Probe(model)
+    image = _image_token(config) if "pixel_values" in params and "input_ids" in params else None
+    if image is not None and image >= vocab:  # a default configuration whose image token is past its vocabulary
+        image = None
+    if image is not None and head in _TOKEN_LABELS:
+        wanted += ["input_ids", "pixel_values"]
     inputs: dict[str, Any] = {}
-    if main == "input_ids":
-        inputs["input_ids"] = ids
-    elif main == "pixel_values":
-        channels = int(_first(config, "num_channels", "in_channels", "in_chans", default=3))
-        h, w = _size(_first(config, "image_size", "img_size", "input_size"), 224)
-        shape: tuple[int, ...] = (BATCH, channels, h, w)
-        if head == "VideoClassification" or "num_frames" in config.to_dict():
-            shape = (BATCH, int(_first(config, "num_frames", default=8)), channels, h, w)
-        inputs["pixel_values"] = torch.randn(*shape, generator=g)
-    elif main == "input_features":
-        mel = _first(config, "num_mel_bins")
-        if mel is not None:  # Whisper-style: (batch, mel bins, frames), frames fixed by the encoder's positions
-            frames = 2 * int(_first(config, "max_source_positions", default=1500))
-            inputs["input_features"] = torch.randn(BATCH, int(mel), frames, generator=g)
-        else:  # Speech2Text-style: (batch, frames, features)
-            feat = int(_first(config, "input_feat_per_channel", "input_feat_size", "feature_size", default=80))
-            feat *= int(_first(config, "input_channels", default=1))
-            inputs["input_features"] = torch.randn(BATCH, 64, feat, generator=g)
-    elif main == "input_values":
-        mel, frames = _first(config, "num_mel_bins"), _first(config, "max_length")
-        if mel is not None and frames is not None:  # a spectrogram (AST)
-            inputs["input_values"] = torch.randn(BATCH, int(frames), int(mel), generator=g)
-        else:  # raw audio: one second
-            rate = int(_first(config, "sampling_rate", default=16000))
-            inputs["input_values"] = torch.randn(BATCH, rate, generator=g)
-    else:
-        raise InputError(f"opaudit cannot make the input {main!r} of {cls.__name__} from its configuration",
-                         hint="write a model file with get_model() and get_inputs() for it")
+    for name in dict.fromkeys(wanted):
+        value = _make_input(name, head, config, ids, g)
+        if value is None:
+            raise InputError(f"opaudit cannot make the input {name!r} of {cls.__name__} from its configuration",
+                             hint="write a model file with get_model() and get_inputs() for it")
+        if name in _AUDIO and isinstance(value, list):
+            value = next((v for v in value if probe.runs({**inputs, name: v}) is not False), value[0])
+        inputs[name] = value
+    audio = inputs.get(main)
+    if head == "CTC" and "attention_mask" in params and isinstance(audio, torch.Tensor) and audio.dim() in (2, 3):
+        # a CTC loss reads the input lengths from the mask: every frame (audio as (batch, frames[, features]))
+        inputs["attention_mask"] = torch.ones(audio.shape[:2], dtype=torch.long)
+    if image is not None and "pixel_values" in inputs:
+        tokens = probe.image_features(inputs["pixel_values"])
+        if tokens:  # the text: the image's tokens first, then the words (none of them an image token)
+            words = torch.where(ids == image, (image + 1) % vocab, ids)
+            ids = torch.cat([torch.full((BATCH, tokens), image, dtype=ids.dtype), words], dim=1)
+            inputs["input_ids"] = ids
+        elif main != "pixel_values":
+            del inputs["pixel_values"]  # the count of image tokens is unknown: the text alone
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
         inputs["decoder_input_ids"] = ids
+    if train and "use_cache" in params:
+        inputs["use_cache"] = False  # as in training: a hybrid's cache of linear-attention layers only fails
     if train and "labels" in params:
         labels = _labels(head, config, ids, g)
         if labels is not None:
             inputs["labels"] = labels
     return inputs
+
+
+def _make_input(name: str, head: str, config: Any, ids: Any, g: Any) -> Any:
+    """One input by its name, from the configuration; None for a name opaudit does not know."""
+    import torch
+
+    if name == "input_ids" or (name == "inputs" and head in _TOKEN_LABELS + ("SequenceClassification",)):
+        return ids
+    if name == "qformer_input_ids":  # InstructBLIP: the instruction, in the Q-Former's own vocabulary
+        qformer = getattr(config, "qformer_config", None)
+        return torch.randint(0, int(getattr(qformer, "vocab_size", 0) or 1000), ids.shape, generator=g)
+    if name == "past_values":  # a time series per example: the context the configuration names, at most 512
+        length = min(512, int(_first(config, "context_length", default=512)))
+        return [torch.randn(length, generator=g) for _ in range(BATCH)]
+    if name in ("visual_feats", "visual_pos"):
+        dim = int(_first(config, "visual_feat_dim" if name == "visual_feats" else "visual_pos_dim", default=4))
+        return torch.rand(BATCH, 8, dim, generator=g)
+    if name == "flattened_patches":  # Pix2Struct: (row, column, the patch's pixels) per patch
+        patch = int(_first(config, "patch_embed_hidden_size", default=768))
+        rows = torch.arange(64).div(8, rounding_mode="floor").float() + 1
+        where = torch.stack([rows, torch.arange(64).remainder(8).float() + 1], dim=-1).expand(BATCH, 64, 2)
+        return torch.cat([where, torch.randn(BATCH, 64, patch, generator=g)], dim=-1)
+    if name == "bbox":  # (x0, y0, x1, y1) per token, within the 0..1000 grid layout models embed
+        low = torch.randint(0, 500, (*ids.shape, 2), generator=g)
+        return torch.cat([low, low + torch.randint(0, 500, (*ids.shape, 2), generator=g)], dim=-1)
+    if name in ("pixel_values", "pixel_values_videos"):
+        channels = int(_first(config, "num_channels", "in_channels", "in_chans", default=3))
+        h, w = _size(_first(config, "image_size", "img_size", "input_size"), 224)
+        patch, ratios = _first(config, "patch_size"), _first(config, "scaled_images_ratios")
+        if isinstance(patch, int) and isinstance(ratios, (list, tuple)) and ratios:
+            # DepthPro-style: the image is seen at several scales, the smallest still a patch
+            h = w = max(h, int(patch / min(ratios)))
+        shape: tuple[int, ...] = (BATCH, channels, h, w)
+        if name == "pixel_values_videos" or head == "VideoClassification" or "num_frames" in config.to_dict():
+            shape = (BATCH, int(_first(config, "num_frames", default=8)), channels, h, w)
+        return torch.randn(*shape, generator=g)
+    if name == "input_features":  # the layouts it may have, the most likely first (the probe picks)
+        mel = _first(config, "num_mel_bins")
+        sources = _first(config, "max_source_positions")
+        shapes: list[tuple[int, ...]] = []
+        if mel is not None and sources is not None:  # Whisper-style: (batch, mel bins, frames), frames fixed
+            shapes.append((BATCH, int(mel), 2 * int(sources)))
+        channels = int(_first(config, "input_channels", default=1))
+        sizes = [int(v) for v in (mel, _first(config, "input_feat_per_channel"), _first(config, "input_feat_size"),
+                                  _first(config, "input_dim"), _first(config, "feature_size"), 80)
+                 if isinstance(v, int) and v > 0]
+        for f in dict.fromkeys(sizes):  # (batch, frames, features), as Speech2Text and Parakeet take them
+            shapes += [(BATCH, 64, f * channels), (BATCH, f * channels, 64)]
+        return [torch.randn(*shape, generator=g) for shape in dict.fromkeys(shapes)]
+    if name == "input_values" or (name == "inputs" and head in ("SpeechSeq2Seq", "CTC", "AudioClassification")):
+        mel, frames = _first(config, "num_mel_bins"), _first(config, "max_length")
+        if mel is not None and frames is not None:  # a spectrogram (AST)
+            return torch.randn(BATCH, int(frames), int(mel), generator=g)
+        rate = int(_first(config, "sampling_rate", default=16000))  # raw audio: one second, or one channel of it
+        return [torch.randn(BATCH, rate, generator=g), torch.randn(BATCH, 1, rate, generator=g)]
+    return None
+
+
+_AUDIO = ("input_features", "input_values", "inputs")
+
+
+def _image_token(config: Any) -> int | None:
+    """The id of the token that stands for an image's features in a vision-language model's text."""
+    for name in ("image_token_id", "image_token_index"):
+        v = getattr(config, name, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            return v
+    return None
+
+
+class _Probe:
+    """Dry runs of a model on meta tensors: which inputs it takes, how many features its vision tower makes."""
+
+    def __init__(self, model: Any):
+        self.model = model
+        self._meta: Any = None
+
+    def _twin(self) -> Any:
+        if self._meta is None:
+            from opaudit.tracing.modes import twin
+
+            params = list(self.model.parameters())
+            self._meta = self.model if all(p.device.type == "meta" for p in params) else \
+                twin(self.model, lambda t: t.to("meta"))
+        return self._meta
+
+    @staticmethod
+    def _meta_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        return {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+
+    def runs(self, inputs: dict[str, Any]) -> bool | None:
+        """True: the forward ran; False: it failed on these inputs; None: no model, or a step that needs data."""
+        import torch
+
+        if self.model is None:
+            return None
+        try:
+            with torch.no_grad():
+                self._twin()(**self._meta_inputs(inputs))
+        except Exception as e:  # noqa: BLE001 - a failure is the answer
+            return None if "meta" in str(e).lower() else False
+        return True
+
+    def image_features(self, pixel_values: Any) -> int | None:
+        """Features per image the model's vision tower makes of ``pixel_values`` (None: unknown)."""
+        import torch
+
+        get = getattr(self.model, "get_image_features", None) if self.model is not None else None
+        if get is None:
+            return None
+        try:
+            with torch.no_grad():
+                out = self._twin().get_image_features(pixel_values=pixel_values.to("meta"))
+        except Exception:  # noqa: BLE001 - a tower that needs more than the pixels: the text alone
+            return None
+        feats = getattr(out, "pooler_output", out)
+        if isinstance(feats, (list, tuple)) and feats and all(isinstance(f, torch.Tensor) for f in feats):
+            total = sum(f.shape[:-1].numel() for f in feats)
+        elif isinstance(feats, torch.Tensor) and feats.dim() >= 2:
+            total = feats.shape[:-1].numel()
+        else:
+            return None
+        return total // BATCH if total % BATCH == 0 else None
 
 
 def _labels(head: str, config: Any, ids: Any, g: Any) -> Any:
@@ -489,4 +744,4 @@ def diffusers_inputs(cls: Any, config: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = ["HEADS", "HEAD_ORDER", "Named", "all_specs", "default_head", "diffusers_inputs", "heads_of", "hf_inputs",
-           "is_named", "load_spec", "model_types", "read_spec_file", "split_overrides"]
+           "is_named", "load_spec", "model_types", "read_spec_file", "split_overrides", "with_layers"]

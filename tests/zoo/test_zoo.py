@@ -10,7 +10,7 @@ import pytest
 from helpers import TINY_ZOO, TINY_ZOO_TARGETS
 
 from opaudit.zoo.report import op_demand
-from opaudit.zoo.run import Job, ZooResult, job_key, resolve_targets, run_job, run_zoo
+from opaudit.zoo.run import Job, ZooResult, job_key, resolve_targets, run_job, run_zoo, work
 
 
 def _csv(out):
@@ -40,11 +40,21 @@ def test_the_csv_has_a_row_per_model_and_target_and_the_failure_with_its_reason(
     assert "mps@2.3.0: 0/2 run; 2 fail; most blocking: _foreach_add_.Scalar (2)" in stdout
 
 
-def test_a_rerun_takes_every_model_from_the_cache(tiny_zoo):
+def test_a_rerun_takes_every_model_from_the_cache(tiny_zoo, monkeypatch):
+    import opaudit.zoo.specs as specs
+
     out, cache, _ = tiny_zoo
     before = json.loads((out / "zoo.json").read_text())["models"]
+    resolved = []  # a model type's spec resolves from the cache's table: no configuration is built again
+
+    def load_spec(spec, build=True):
+        resolved.append(spec)
+        return real(spec, build=build)
+
+    real = specs.load_spec
+    monkeypatch.setattr(specs, "load_spec", load_spec)
     again = run_zoo(TINY_ZOO, targets=TINY_ZOO_TARGETS, train=True, jobs=2, cache=cache)
-    assert again.cached == 2 and again.records == before
+    assert again.cached == 2 and again.records == before and resolved == [TINY_ZOO[2]]  # the misspelt one
     # the key follows the configuration, the targets and the coverage data, not only the spec's text
     key = dict(targets=["xpu@2.14"], train=True, mode="auto", device="cuda", db_version="a")
     assert job_key("hf:x", "c1", **key) == job_key("hf:x", "c1", **key)
@@ -100,3 +110,30 @@ def test_spec_files_and_bad_requests(tmp_path):
         run_zoo([])
     with pytest.raises(InputError, match="unknown executor"):
         run_zoo(["hf:bert"], executor="slurm")
+
+
+def test_a_library_the_model_needs_and_lacks_is_its_own_reason(tmp_path):
+    needy = tmp_path / "needy.py"
+    needy.write_text("import torch\n\ndef get_model():\n    import opaudit_absent_backbone  # noqa: F401\n"
+                     "    return torch.nn.Linear(2, 2)\n\ndef get_inputs():\n    return torch.randn(1, 2)\n")
+    record = work(_job(str(needy)))
+    assert (record["status"], record["reason"]) == ("failed", "package"), record
+    assert "opaudit_absent_backbone" in record["error"]
+
+
+def test_a_model_that_reads_its_data_is_traced_for_real_where_auto_chose_meta(tmp_path, monkeypatch):
+    reader = tmp_path / "reader.py"
+    reader.write_text("import torch\n\nclass Router(torch.nn.Module):\n    def __init__(self):\n"
+                      "        super().__init__()\n        self.proj = torch.nn.Linear(4, 4)\n\n"
+                      "    def forward(self, x):\n        counts = (x > 0).sum(0).tolist()  # a MoE's routing, read\n"
+                      "        return self.proj(x) * len(counts)\n\n"
+                      "def get_model():\n    return Router()\n\ndef get_inputs():\n    return torch.randn(3, 4)\n")
+    monkeypatch.setattr("opaudit.tracing.modes.COMFORT_SHARE", 0.0)  # auto takes meta for any model
+    record = work(Job(str(reader), "k", "f", "", "file", "h", ["xpu@2.14"], train=True, device="cpu"))
+    assert (record["status"], record["mode"]) == ("ok", "real"), record
+    assert record["mode_reason"].startswith("meta could not run it (") and "meta tensor" in record["mode_reason"]
+    record = work(Job(str(reader), "k", "f", "", "file", "h", ["xpu@2.14"], train=True, device="cpu", mode="meta"))
+    assert (record["status"], record["reason"]) == ("failed", "forward")  # meta asked for: no retry
+    # too big for real (its 20 parameters take 320 bytes with gradients and AdamW states): meta's failure stays
+    record = work(Job(str(reader), "k", "f", "", "file", "h", ["xpu@2.14"], train=True, device="cpu", memory=100))
+    assert (record["status"], record["reason"]) == ("failed", "forward") and "meta tensor" in record["error"]
