@@ -894,23 +894,23 @@ def _typed_tensor(c: FileCheck, node: cst.CSTNode, q: str) -> None:
     with one list or tuple literal the tensor of that data: both are safe fixes (dtype and device written
     out). Anything else stays a suggestion: a variable argument may be a size or data, and ``isinstance`` or
     ``.type(...)`` against the class has no one-expression equivalent."""
-    rule = c.rules["OA109"]
-    dtype = _TYPED_DTYPES.get(q.rsplit(".", 1)[-1].removesuffix("Tensor"))
-    device = c.device_text(None) if not c.target.neutral else c.device_expr(None)
-    device = f'"{device}"' if device and not c.target.neutral else device
-    call = c.parent
-    args = call.args if isinstance(call, cst.Call) and call.func is node else ()
-    plain = bool(args) and all(a.keyword is None and not a.star for a in args)
-    sizes = plain and all(isinstance(a.value, cst.Integer) for a in args)
-    data = plain and len(args) == 1 and isinstance(args[0].value, (cst.List, cst.Tuple))
-    if isinstance(call, cst.Call) and dtype and device and not c.target.keeps_cuda and (sizes or data):
-        values = ", ".join(_code(a.value) for a in args)
-        new = f"torch.{'empty' if sizes else 'tensor'}({values}, dtype=torch.{dtype}, device={device})"
-        c.need_import("torch")
-        c.report(call, "OA109", f"{rule.summary}: `{q}` -> `{new}`", expr(new))
-        return
     if c.target.keeps_cuda:
         return  # ROCm: torch.cuda's typed tensors are HIP's
+    rule = c.rules["OA109"]
+    dtype = _TYPED_DTYPES.get(q.rsplit(".", 1)[-1].removesuffix("Tensor"))
+    text = c.device_text(None)
+    device = c.device_expr(None) if c.target.neutral else f'"{text}"' if text else None
+    call = c.parent
+    if isinstance(call, cst.Call) and call.func is node and call.args and dtype and device:
+        args = call.args
+        plain = all(a.keyword is None and not a.star for a in args)
+        sizes = plain and all(isinstance(a.value, cst.Integer) for a in args)
+        if sizes or plain and len(args) == 1 and isinstance(args[0].value, (cst.List, cst.Tuple)):
+            values = ", ".join(_code(a.value) for a in args)
+            new = f"torch.{'empty' if sizes else 'tensor'}({values}, dtype=torch.{dtype}, device={device})"
+            c.need_import("torch")
+            c.report(call, "OA109", f"{rule.summary}: `{q}` -> `{new}`", expr(new))
+            return
     suggestion, why = _suggestion(c, rule), ""
     outer = c.stack[-2] if len(c.stack) >= 2 and isinstance(c.parent, cst.Arg) else None
     if isinstance(outer, cst.Call) and dtype and device:
