@@ -4,7 +4,9 @@ traced once per session because several test files read the same traces."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -17,6 +19,15 @@ import hf_models  # noqa: E402
 import resnet  # noqa: E402
 
 import opaudit  # noqa: E402
+
+# The parse cache of the TOML data (opaudit.tomlcache) goes to a folder of this test process, not to the
+# user's ~/.cache: the suite writes nothing outside its temporary folders. The CLI's subprocesses inherit it.
+if "OPAUDIT_CACHE_DIR" not in os.environ:
+    _CACHE = tempfile.mkdtemp(prefix="opaudit-test-cache-")
+    os.environ["OPAUDIT_CACHE_DIR"] = _CACHE
+
+    def pytest_unconfigure(config) -> None:
+        shutil.rmtree(_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
