@@ -134,13 +134,16 @@ def _wrapper(original: Callable, key: str) -> Callable:
     current_mode = _get_current_dispatch_mode
     get_ident = threading.get_ident
     getframe = sys._getframe
+    function_mode_on = torch._C._is_torch_function_mode_enabled
 
     def api(*args, **kwargs):
         rec = active.rec
         # not between recordings, nor inside a choice (the CPU's pick), nor on another thread, nor from
-        # a kernel written in Python (a meta kernel, a decomposition: the recorder's mode is popped then)
+        # a kernel written in Python (a meta kernel, a decomposition: the recorder's mode is popped then),
+        # nor on the way into a torch function mode (the rehearsal's device map): the builtin hands the call
+        # to the mode, which calls this wrapper again, with the mode off, and that call is counted
         if (rec is not None and rec.within is None and get_ident() == active.thread
-                and current_mode() is rec.mode):
+                and current_mode() is rec.mode and not function_mode_on()):
             node = _current_node()
             if node is not None:  # called while the autograd engine runs a node (a recomputation)
                 module, loc, _ = rec.seq.get(node._sequence_nr()) or (None, None, None)

@@ -131,3 +131,22 @@ def test_gates_read_an_api_only_where_its_pytorch_lacks_it(rms_audit):
     assert a.worst(["cuda@2.3.0"]) == "version_skew"
     f = a.frame[(a.frame["target"] == "cuda@2.4.0") & (a.frame["kind"] != "api")]
     assert a.worst(["cuda@2.4.0"]) == f["status"].max()
+
+
+def test_each_api_call_is_counted_once_on_the_simulated_cuda_device():
+    """On the simulated device a torch function mode maps device names: a builtin hands each call to it, and
+    it calls the binding again; the wrapper counts the call once, as on the CPU."""
+    torch.manual_seed(0)
+    on_cpu = opaudit.trace(DiffAttentionBlock(), (torch.randn(2, 5, 16),), train=True)
+    torch.manual_seed(0)
+    on_cuda = opaudit.trace(DiffAttentionBlock(), (torch.randn(2, 5, 16),), train=True, device="cuda")
+    assert on_cuda.meta.simulated
+
+    def apis(t):
+        calls: dict[tuple[str, str], int] = {}
+        for r in t.records:
+            if r.kind == "api":
+                calls[r.op, r.phase] = calls.get((r.op, r.phase), 0) + r.calls
+        return calls
+    assert apis(on_cuda) == apis(on_cpu)
+    assert apis(on_cuda)[("aten::linear.default", "forward")] == 2
