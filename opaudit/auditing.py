@@ -146,6 +146,8 @@ class Verdict:
             text = f"runs with {n('cpu_fallback')} on the CPU fallback ({self.calls.get('cpu_fallback', 0):,} calls)"
         elif self.verdict == "uncertain":
             text = f"no op missing; {n('unknown')} not in the data"
+            if self.ops.get("cpu_fallback"):
+                text += f"; {n('cpu_fallback')} on the CPU fallback"
         else:
             text = "runs natively"
         if self.verdict not in ("fails", "version_skew") and self.ops.get("missing"):
@@ -410,10 +412,10 @@ def _verdict(m: Matrix, groups: list[OpGroup], results: list[Support], caveats: 
         verdict = "version_skew"
     elif ops["missing"]:
         verdict = "fails"
+    elif ops["unknown"]:  # before the CPU fallback: "runs" is a claim about every op, and these are not known
+        verdict = "uncertain"
     elif ops["cpu_fallback"]:
         verdict = "cpu_fallback"
-    elif ops["unknown"]:
-        verdict = "uncertain"
     else:
         verdict = "runs"
     fb = r.fallback

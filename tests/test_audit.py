@@ -75,8 +75,8 @@ def test_the_verdicts_follow_from_the_statuses(gpt2_audit, tiny):
         assert v.ops.get("missing", 0) == (rows["status"] == "missing").sum()
         assert v.calls.get("cpu_fallback", 0) == rows.loc[rows["status"] == "cpu_fallback", "calls"].sum()
         expected = ("version_skew" if v.ops.get("version_skew")
-                    else "fails" if v.ops.get("missing") else "cpu_fallback" if v.ops.get("cpu_fallback")
-                    else "uncertain" if v.ops.get("unknown") else "runs")
+                    else "fails" if v.ops.get("missing") else "uncertain" if v.ops.get("unknown")
+                    else "cpu_fallback" if v.ops.get("cpu_fallback") else "runs")
         assert v.verdict == expected
     assert a.verdict("mps@2.13.0").verdict == "runs"
     tiny_v = a.verdict("tiny@0.1")
@@ -231,3 +231,15 @@ def test_host_ops_are_held_to_no_target_and_every_format_says_so(tmp_path):
     assert sentence in render(a, "markdown")
     html = render(a, "html")
     assert 'id="host-ops"' in html and sentence in html
+
+
+def test_ops_the_data_knows_nothing_about_outweigh_the_cpu_fallback(tmp_path):
+    """A release on a PyTorch without a staged op table knows nothing of the composites: with ops on its CPU
+    fallback too, it is uncertain, never "runs" (so never the oldest release that runs the model)."""
+    matrix = tmp_path / "old.toml"
+    matrix.write_text(TINY.replace('torch = "2.13.0"', 'torch = "1.9.0"') + 'cpu = "tanh"\n')
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh())
+    v = opaudit.audit(opaudit.trace(model, torch.randn(2, 4)), [str(matrix)], landscape=False).verdicts["tiny@0.1"]
+    assert v.ops.get("unknown") and v.ops.get("cpu_fallback") and not v.ops.get("missing")
+    assert v.verdict == "uncertain" and not v.runs
+    assert "not in the data" in v.summary and "on the CPU fallback" in v.summary
