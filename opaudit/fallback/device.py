@@ -267,9 +267,54 @@ def enter(sim: Simulator) -> list[Callable[[], None]]:
     undo.append(_backward_on_the_calling_thread())
     undo.append(_raise_after_backward(sim))
     undo.append(checkpoint.enter(sim))
+    if sim.release.vendor == "cuda":
+        undo.append(_cuda_build(sim))
     if sim.aliases:
         undo.append(_map_devices(sim))
     return undo
+
+
+def cuda_build(torch_version: str) -> dict[str, Any]:
+    """What a CUDA build of ``torch_version`` answers (coverage_db/curated/cuda_build.toml): ``gpu`` and the
+    wheel's ``cuda``, ``cudnn``, ``nccl`` versions (the newest entry at or below that torch)."""
+    from opaudit.data import load_toml
+    from opaudit.matrix.torchops import version_key
+
+    data = load_toml("coverage_db", "curated/cuda_build.toml")
+    wanted = version_key(torch_version)
+    listed = sorted(data["wheel"], key=version_key)
+    fitting = [v for v in listed if version_key(v) <= wanted] or listed[:1]
+    return {"gpu": data["gpu"], **data["wheel"][fitting[-1]]}
+
+
+def _cuda_build(sim: Simulator) -> Callable[[], None]:
+    """The simulated CUDA device answers as PyPI's CUDA wheel of the release's PyTorch on its GPU
+    (cuda_build): the versions of CUDA, cuDNN and NCCL, and the GPU's name, capability and size."""
+    import torch.backends.cudnn as cudnn
+
+    build = cuda_build(sim.release.torch)
+    gpu = build["gpu"]
+    module = getattr(torch, sim.name)
+    major, minor = gpu["capability"]
+    name = f"{gpu['name']} (simulated by opaudit)"
+    properties = types.SimpleNamespace(
+        name=name, major=major, minor=minor, total_memory=gpu["total_memory"],
+        multi_processor_count=gpu["multi_processor_count"], is_integrated=0, is_multi_gpu_board=0, type="cuda")
+    cudnn_parts = [int(p) for p in build["cudnn"].split(".")]
+    # cuDNN's own encoding: major * 1000 + minor * 100 + patch before 9, major * 10000 + ... from 9
+    cudnn_number = cudnn_parts[0] * (10000 if cudnn_parts[0] >= 9 else 1000) + cudnn_parts[1] * 100 + cudnn_parts[2]
+    nccl = tuple(int(p) for p in build["nccl"].split("."))
+    patch = Patches()
+    patch(torch.version, "cuda", build["cuda"])
+    patch(cudnn, "is_available", lambda: True)
+    patch(cudnn, "version", lambda: cudnn_number)
+    import torch.cuda.nccl as nccl_module
+
+    patch(nccl_module, "version", lambda: nccl)
+    patch(module, "get_device_name", lambda device=None: name)
+    patch(module, "get_device_properties", lambda device=None: properties)
+    patch(module, "get_device_capability", lambda device=None: (major, minor))
+    return patch.undo
 
 
 def _plugin_module(sim: Simulator) -> Callable[[], None]:
@@ -414,17 +459,25 @@ def _pinning() -> Callable[[], None]:
 
 
 def _foreach(sim: Simulator) -> Callable[[], None]:
-    """torch.optim takes its foreach path only for plain tensors: let it take it on the device when the
-    target's device type is one it takes it on (audit.FOREACH_DEVICES, and every PrivateUse1 device)."""
+    """torch.optim and torch.nn.utils (clip_grad_norm_, clip_grad_value_) take their foreach path only for
+    plain tensors (each keeps its own list of types): let them take it on the device when the target's
+    device type is one they take it on (audit.FOREACH_DEVICES, and every PrivateUse1 device)."""
     from torch.optim import optimizer
+    from torch.utils import _foreach_utils
 
     from opaudit.auditing import FOREACH_DEVICES
 
-    types_ = optimizer._foreach_supported_types
     if sim.release.device_type not in FOREACH_DEVICES and sim.release.dispatch_key != "PrivateUse1":
         return lambda: None
-    types_.append(SimTensor)
-    return lambda: types_.remove(SimTensor) if SimTensor in types_ else None
+    lists: list[list[Any]] = [optimizer._foreach_supported_types, _foreach_utils._foreach_supported_types]
+    for types_ in lists:
+        types_.append(SimTensor)
+
+    def undo() -> None:
+        for types_ in lists:
+            if SimTensor in types_:
+                types_.remove(SimTensor)
+    return undo
 
 
 def _autocast(sim: Simulator) -> Callable[[], None]:
@@ -468,6 +521,10 @@ class _Done(torch.distributed._Work if torch.distributed.is_available() else obj
         return self.future
 
 
+_ONE_RANK_BACKEND = types.SimpleNamespace(supports_splitting=False, supports_coalescing=False,
+                                          supports_time_estimate=False)
+
+
 def _one_rank_group(name: str) -> Any:
     """A process group of one rank for the target's backend name: every collective is what it is for one
     rank (all_reduce, broadcast, barrier: nothing to do; gathers and scatters: a copy)."""
@@ -481,6 +538,12 @@ def _one_rank_group(name: str) -> Any:
 
         def getBackendName(self) -> str:  # noqa: N802 (the name c10d calls)
             return name
+
+        def _get_backend(self, device: Any) -> Any:
+            # c10d asks a group for its backend of a device (``init_process_group(device_id=...)`` to connect
+            # eagerly, coalescing, splitting): this group is its own backend on every device, with none of
+            # those extras
+            return _ONE_RANK_BACKEND
 
         def allreduce(self, tensors: Any, opts: Any = None) -> _Done:
             return _Done(tensors)
@@ -547,15 +610,30 @@ def _collectives(sim: Simulator) -> Callable[[], None]:
 
     def init_process_group(backend: Any = None, init_method: Any = None, timeout: Any = None, world_size: int = -1,
                            rank: int = -1, store: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(backend, str) and backend.lower() == "nccl" and "cuda" in sim.aliases:
-            backend = names[0]
         if isinstance(backend, str):
-            backend = renamed.get(backend.lower(), backend)
+            backend = _backend_string(backend)
         if store is None and init_method is None and "MASTER_ADDR" not in os.environ:
             store = dist.HashStore()
             world_size = 1 if world_size == -1 else world_size
             rank = 0 if rank == -1 else rank
         return original(backend, init_method, timeout, world_size, rank, store, *args, **kwargs)
+
+    def _backend_name(backend: str) -> str:
+        if backend.lower() == "nccl" and "cuda" in sim.aliases:
+            backend = names[0]
+        return renamed.get(backend.lower(), backend)
+
+    def _backend_string(backend: str) -> str:
+        """``nccl``, or c10d's per-device form (``cuda:nccl,cpu:gloo``): a mapped device type names the
+        simulated device and nccl the target's backend, as in a plain name."""
+        if ":" not in backend:
+            return _backend_name(backend)
+        pairs = []
+        for pair in backend.split(","):
+            device, _, backend_name = pair.partition(":")
+            device = sim.name if device.strip().lower() in sim.aliases else device.strip()
+            pairs.append(f"{device}:{_backend_name(backend_name.strip())}")
+        return ",".join(pairs)
 
     patch = Patches()
     patch(dist, "init_process_group", init_process_group)

@@ -175,3 +175,35 @@ def test_the_api_traces_a_given_model_on_simulated_cuda_and_leaves_it_where_it_w
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_cuda_idioms_answer_as_a_cuda_build_on_its_gpu_and_as_a_cpu_build_on_a_plugin(tmp_path):
+    """A 0-dim device tensor formats as its number, torch.version.cuda / cuDNN / the capability answer as the
+    CUDA wheel of the release's torch on the GPU of coverage_db/curated/cuda_build.toml (so the script picks
+    bf16 and c10d's per-device backend form), gradient clipping takes CUDA's foreach path, and a group bound
+    to its device (device_id) forms. A vendor's rehearsal answers as its plugin's CPU build of torch: no CUDA
+    version, so fp16 and a plain "nccl", mapped onto the target's backend."""
+    from opaudit.fallback.device import cuda_build
+
+    script = ROOT / "tests" / "fixtures" / "scripts" / "cuda_idioms.py"
+    out = tmp_path / "trace.json"
+    rc, stdout, stderr = run_cli("trace", "-q", "--no-audit", "--json", str(out), "--", str(script), cwd=tmp_path)
+    assert rc == 0, stderr[-2000:]
+    build = cuda_build(torch.__version__)
+    assert f"cuda {build['cuda']} capability-8 True autocast torch.bfloat16" in stdout
+    assert "step 2 loss 0." in stdout and "norm " in stdout
+    where = {(r["op"], r["where"]) for r in _records(out)}
+    assert ("aten::_foreach_norm.Scalar", "device") in where and ("aten::_foreach_mul_.Tensor", "device") in where
+    assert ("aten::_to_copy.default", "device") in where
+    rc, stdout, stderr = run_cli("run", "--simulate", "ascend", "--", str(script), cwd=tmp_path)
+    assert rc == 0, stderr[-2000:]
+    assert "cuda None capability-8 False autocast torch.float16" in stdout and "step 2 loss 0." in stdout
+
+
+def test_cuda_build_versions_come_from_the_nearest_listed_torch():
+    from opaudit.fallback.device import cuda_build
+
+    assert cuda_build("2.13.0")["cuda"] == "13.0" and cuda_build("2.13.0")["cudnn"] == "9.20.0"
+    assert cuda_build("2.12.1")["release"] == "2.11.0"  # 2.12 publishes no METADATA: the newest below it
+    assert cuda_build("1.13.1")["release"] == "2.0.1"  # below every entry: the oldest
+    assert cuda_build("2.13.0")["gpu"]["capability"] == [9, 0]
