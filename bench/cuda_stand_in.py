@@ -56,12 +56,10 @@ def _compile() -> None:
 
 
 def build() -> Path:
-    """Compile the library (or reuse its ninja build) in a child process; returns its path."""
-    if "torch" in sys.modules:
-        _compile()  # this process already has torch (and its stub hooks): compiling here changes nothing more
-    else:
-        subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(HERE)!r}); "
-                        "import cuda_stand_in; cuda_stand_in._compile()"], check=True)
+    """Compile the library (or reuse its ninja build) in a child process, which torch's extension loader also
+    loads it into (registering a device without its hooks there); returns its path."""
+    subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(HERE)!r}); "
+                    "import cuda_stand_in; cuda_stand_in._compile()"], check=True)
     return library()
 
 
