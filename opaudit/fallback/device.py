@@ -22,6 +22,7 @@ import os
 import re
 import time
 import types
+import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ from torch.overrides import TorchFunctionMode
 
 from opaudit.fallback import checkpoint, memory
 from opaudit.fallback.patches import Patches
+from opaudit.fallback.stats import warn_at_user
 from opaudit.fallback.tensor import SimTensor, state
 
 if TYPE_CHECKING:
@@ -314,6 +316,9 @@ def _cuda_build(sim: Simulator) -> Callable[[], None]:
     patch(module, "get_device_name", lambda device=None: name)
     patch(module, "get_device_properties", lambda device=None: properties)
     patch(module, "get_device_capability", lambda device=None: (major, minor))
+    # torch's autocast checks no dtype for CUDA (autocast(dtype=torch.float32) runs, with no warning), where
+    # it holds another device to its module's list
+    patch(module, "get_amp_supported_dtype", lambda: [torch.float16, torch.bfloat16, torch.float32, torch.float64])
     return patch.undo
 
 
@@ -710,11 +715,26 @@ def _map_devices(sim: Simulator) -> Callable[[], None]:
             if isinstance(amp, types.ModuleType):
                 patch(amp, "autocast", module.amp.autocast)
                 patch(amp, "GradScaler", module.amp.GradScaler)
+    # autocast's state is read and set by device type with builtins no function mode sees
+    # (torch.is_autocast_enabled("cuda"), as torch.utils.checkpoint and model code ask it)
+    for fn_name in ("is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled", "set_autocast_dtype"):
+        patch(torch, fn_name, _by_device(getattr(torch, fn_name), sim.aliases, name))
+    for holder in (torch.amp, torch.amp.autocast_mode):
+        patch(holder, "is_autocast_available", _by_device(torch.amp.autocast_mode.is_autocast_available,
+                                                          sim.aliases, name))
     autocast_cls = torch.amp.autocast_mode.autocast
     original_init = autocast_cls.__init__
 
     def autocast_init(self: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
-        original_init(self, name if device_type in sim.aliases else device_type, *args, **kwargs)
+        if device_type not in sim.aliases:
+            original_init(self, device_type, *args, **kwargs)
+            return
+        # torch warns at its caller's line (this wrapper): the warning goes to the user's line instead
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            original_init(self, name, *args, **kwargs)
+        for w in caught:
+            warn_at_user(str(w.message), w.category)
 
     patch(autocast_cls, "__init__", autocast_init)
     scaler_cls = torch.amp.GradScaler
@@ -731,6 +751,24 @@ def _map_devices(sim: Simulator) -> Callable[[], None]:
         mode.__exit__(None, None, None)
         patch.undo()
     return undo
+
+
+def _by_device(fn: Callable[..., Any], aliases: frozenset[str], name: str) -> Callable[..., Any]:
+    """``fn`` with a first argument naming a mapped device type naming the simulated one; with no argument,
+    ``torch.is_autocast_enabled()`` asks about CUDA's autocast (its legacy form)."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if args:
+            first = args[0]
+            if isinstance(first, torch.device):
+                first = first.type
+            if isinstance(first, str) and first in aliases:
+                args = (name, *args[1:])
+        elif not kwargs and "cuda" in aliases and fn is torch.is_autocast_enabled:
+            args = (name,)
+        return fn(*args, **kwargs)
+    call.__name__ = call.__qualname__ = getattr(fn, "__name__", "call")
+    call.__doc__ = fn.__doc__
+    return call
 
 
 def _forward(fn: Callable[..., Any]) -> Callable[..., Any]:

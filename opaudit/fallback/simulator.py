@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import threading
 import time
-import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from opaudit.fallback.live import run_fallback
 from opaudit.fallback.paths import Detour, detours, limit, own_kernel_detours
 from opaudit.fallback.references import AS_GENERIC_PATH, RehearsalLimit
 from opaudit.fallback.roundtrip import argument, signature
-from opaudit.fallback.stats import OpStat, Stats, user_line
+from opaudit.fallback.stats import OpStat, Stats, user_line, warn_at_user
 from opaudit.fallback.tensor import (
     Call,
     SimTensor,
@@ -278,8 +277,8 @@ class Simulator:
         if s.op not in self._warned:
             self._warned.add(s.op)
             who = self.release.package or self.release.vendor
-            warnings.warn(f"[simulated {who}] the operator 'aten::{s.op}' is not supported on {self.device_type} "
-                          "and falls back to run on the CPU; this may have performance implications", stacklevel=2)
+            warn_at_user(f"[simulated {who}] the operator 'aten::{s.op}' is not supported on {self.device_type} "
+                         "and falls back to run on the CPU; this may have performance implications")
         s.calls += 1
         t0 = time.perf_counter()
         out = _round_trip(func, s, args, kwargs)

@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from opaudit.files import write_atomic
@@ -179,3 +181,16 @@ def user_line() -> str | None:
         return None
     path, line = loc.resolve(found)
     return f"{display_path(path)}:{line}"
+
+
+def warn_at_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` pointing at the first frame outside opaudit and torch, as torch's and a plugin's own
+    warnings point at the caller of their API, never at the rehearsal's frames in between."""
+    import torch
+
+    skip = (str(Path(__file__).resolve().parents[1]), str(Path(torch.__file__).resolve().parent))
+    frame: FrameType | None = sys._getframe(1)
+    level = 2  # stacklevel 2: the caller of this function
+    while frame is not None and frame.f_code.co_filename.startswith(skip):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level if frame is not None else 2)

@@ -191,6 +191,7 @@ def test_cuda_idioms_answer_as_a_cuda_build_on_its_gpu_and_as_a_cpu_build_on_a_p
     assert rc == 0, stderr[-2000:]
     build = cuda_build(torch.__version__)
     assert f"cuda {build['cuda']} capability-8 True autocast torch.bfloat16" in stdout
+    assert "fp32 autocast True" in stdout and "not supported" not in stderr
     assert "step 2 loss 0." in stdout and "norm " in stdout
     where = {(r["op"], r["where"]) for r in _records(out)}
     assert ("aten::_foreach_norm.Scalar", "device") in where and ("aten::_foreach_mul_.Tensor", "device") in where
@@ -198,6 +199,9 @@ def test_cuda_idioms_answer_as_a_cuda_build_on_its_gpu_and_as_a_cpu_build_on_a_p
     rc, stdout, stderr = run_cli("run", "--simulate", "ascend", "--", str(script), cwd=tmp_path)
     assert rc == 0, stderr[-2000:]
     assert "cuda None capability-8 False autocast torch.float16" in stdout and "step 2 loss 0." in stdout
+    # torch_npu's autocast takes fp16 and bf16 only: torch's warning, at the user's line
+    assert "fp32 autocast False" in stdout
+    assert f"cuda_idioms.py:{_line_of(script, 'dtype=torch.float32')}: UserWarning: In npu autocast" in stderr
 
 
 def test_cuda_build_versions_come_from_the_nearest_listed_torch():
@@ -207,3 +211,8 @@ def test_cuda_build_versions_come_from_the_nearest_listed_torch():
     assert cuda_build("2.12.1")["release"] == "2.11.0"  # 2.12 publishes no METADATA: the newest below it
     assert cuda_build("1.13.1")["release"] == "2.0.1"  # below every entry: the oldest
     assert cuda_build("2.13.0")["gpu"]["capability"] == [9, 0]
+
+
+def _line_of(path, text):
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
