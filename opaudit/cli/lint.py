@@ -96,7 +96,6 @@ def fix(
 ) -> None:
     """Rewrite code that assumes CUDA for a target. Exit 1 when findings remain (with --diff: when
     there are changes to make)."""
-    from libcst.codemod import diff_code
 
     from opaudit.lint import fix_source, load_catalogue, run
     from opaudit.report.lint import statistics as stats
@@ -112,7 +111,7 @@ def fix(
             results, extra, warnings = [result], [], []
             if diff:
                 if result.changed:
-                    sys.stdout.write(_diff(diff_code, result))
+                    sys.stdout.write(_diff(result))
             else:
                 sys.stdout.buffer.write(result.new if result.new is not None else result.old or b"")
             report = sys.stderr
@@ -122,7 +121,7 @@ def fix(
             if diff:
                 for res in results:
                     if res.changed:
-                        sys.stdout.write(_diff(diff_code, res))
+                        sys.stdout.write(_diff(res))
             report = sys.stderr if diff else sys.stdout
         for w in warnings:
             warn(w)
@@ -237,11 +236,10 @@ def emit(fmt: LintFormat, findings: list, errors: list[str], settings: Any, *, f
         stream.write(views.text(findings, errors, fixed=fixed, unsafe_fixes=settings.unsafe_fixes, dry_run=dry_run))
 
 
-def _diff(diff_code: Any, res: Any) -> str:
-    import libcst as cst
+def _diff(res: Any) -> str:
+    from opaudit.report.lint import unified_diff
 
-    encoding = cst.parse_module(res.new).encoding
-    return str(diff_code(res.old.decode(encoding), res.new.decode(encoding), 3, filename=res.path))
+    return unified_diff(res.old, res.new, res.path)
 
 
 def _unfixed(res: Any) -> list:

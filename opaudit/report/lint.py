@@ -152,6 +152,25 @@ def github(findings: list[Finding], errors: list[str]) -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
+def unified_diff(old: bytes, new: bytes, path: str, *, context: int = 3) -> str:
+    """The change of one file as a unified diff that ``patch -p0`` and ``git apply -p0`` take: both headers
+    name the path, and a last line without a newline is marked so (``\\ No newline at end of file``)."""
+    import difflib
+
+    import libcst as cst
+
+    encoding = cst.parse_module(new).encoding
+    a = old.decode(encoding).splitlines(keepends=True)
+    b = new.decode(encoding).splitlines(keepends=True)
+    out = []
+    for line in difflib.unified_diff(a, b, fromfile=path, tofile=path, n=context):
+        if line.endswith(("\n", "\r")):
+            out.append(line)
+        else:
+            out.append(line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
 def statistics(findings: list[Finding], catalogue: Catalogue) -> str:
     """Findings per rule, most frequent first, as ruff's --statistics prints them."""
     counts = Counter(f.code for f in findings)

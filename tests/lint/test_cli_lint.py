@@ -185,3 +185,25 @@ def test_pre_commit_hooks_run_the_commands():
     assert {h["id"]: h["entry"] for h in hooks} == {"opaudit-lint": "opaudit lint", "opaudit-fix": "opaudit fix"}
     for h in hooks:
         assert h["language"] == "python" and "python" in h["types_or"]
+
+
+def test_the_diff_applies_with_git_and_patch(tmp_path):
+    """`fix --diff` output is a patch: applied with git apply -p0 (and checked by patch -p0) it writes what
+    `fix` writes, also for a file whose last line has no newline and for a change near the end."""
+    files = {"tail.py": "import torch\nscaler = torch.cuda.amp.GradScaler()",
+             "body.py": "import torch\nx = torch.zeros(2).cuda()\n\n\n\n\ny = 1\n", "clean.py": "y = 1\n"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    code, out, err = run_cli("fix", "-t", "ascend", "--diff", *files, cwd=tmp_path)
+    assert code == 1 and "\\ No newline at end of file" in out, err
+    (tmp_path / "p.diff").write_text(out)
+    patch = shutil.which("patch")
+    if patch:
+        assert subprocess.run([patch, "-p0", "--dry-run", "-i", "p.diff"], cwd=tmp_path).returncode == 0
+    assert subprocess.run(["git", "apply", "-p0", "p.diff"], cwd=tmp_path).returncode == 0
+    applied = {name: (tmp_path / name).read_text() for name in files}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    code, _, err = run_cli("fix", "-t", "ascend", *files, cwd=tmp_path)
+    assert {name: (tmp_path / name).read_text() for name in files} == applied
+    assert applied["tail.py"] != files["tail.py"] and applied["clean.py"] == files["clean.py"]
