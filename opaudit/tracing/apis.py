@@ -117,6 +117,7 @@ class _Active:
 
     rec: Any = None
     thread: int | None = None
+    inside: str | None = None  # the api whose counted call is running (on the recording's thread)
 
 
 _active = _Active()
@@ -134,16 +135,15 @@ def _wrapper(original: Callable, key: str) -> Callable:
     current_mode = _get_current_dispatch_mode
     get_ident = threading.get_ident
     getframe = sys._getframe
-    function_mode_on = torch._C._is_torch_function_mode_enabled
 
     def api(*args, **kwargs):
         rec = active.rec
         # not between recordings, nor inside a choice (the CPU's pick), nor on another thread, nor from
         # a kernel written in Python (a meta kernel, a decomposition: the recorder's mode is popped then),
-        # nor on the way into a torch function mode (the rehearsal's device map): the builtin hands the call
-        # to the mode, which calls this wrapper again, with the mode off, and that call is counted
-        if (rec is not None and rec.within is None and get_ident() == active.thread
-                and current_mode() is rec.mode and not function_mode_on()):
+        # nor inside a counted call: a builtin hands its call to a torch function mode (the rehearsal's
+        # device map), which may call this wrapper again
+        if (rec is not None and rec.within is None and active.inside is None and get_ident() == active.thread
+                and current_mode() is rec.mode):
             node = _current_node()
             if node is not None:  # called while the autograd engine runs a node (a recomputation)
                 module, loc, _ = rec.seq.get(node._sequence_nr()) or (None, None, None)
@@ -155,6 +155,11 @@ def _wrapper(original: Callable, key: str) -> Callable:
                  _placement(args, kwargs) if rec.split_host else DEVICE)
             counts = rec.counts
             counts[k] = counts.get(k, 0) + 1
+            active.inside = key
+            try:
+                return original(*args, **kwargs)
+            finally:
+                active.inside = None
         return original(*args, **kwargs)
 
     try:
