@@ -83,6 +83,13 @@ class SimTensor(torch.Tensor):
     def tolist(self) -> Any:  # (torch refuses tolist for tensor subclasses; a device tensor has it)
         return self.elem.tolist()
 
+    def __format__(self, format_spec: str) -> str:
+        # torch formats a 0-dim tensor as its number (f"{acc:6.2f}") only when its class is exactly Tensor, as a
+        # device tensor's is; a parameter's is not, there or here
+        if self.dim() == 0 and not getattr(self, "_is_param", False):
+            return self.detach().item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
     def __reduce_ex__(self, protocol: Any) -> Any:
         # a simulated tensor pickles as its CPU data; during torch.save that data's storage is tagged with the
         # device (checkpoint.py writes the tag), and a parameter stays a parameter
