@@ -105,8 +105,39 @@ def _token_bins(cwd: Path, spec: dict[str, Any]) -> None:
         pickle.dump({"vocab_size": vocab}, f)
 
 
+def _mnist_idx(cwd: Path, spec: dict[str, Any]) -> None:
+    """<root>/MNIST/raw/: the four uncompressed IDX files torchvision's MNIST dataset reads (random 28x28
+    digits, labels 0-9), under the names it checks before downloading, so ``download=True`` finds them."""
+    import numpy as np
+
+    raw = cwd / spec.get("root", "data") / "MNIST" / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", int(spec.get("train", 64))), ("t10k", int(spec.get("test", 32)))):
+        header = np.array([0x803, n, 28, 28], dtype=">i4").tobytes()  # IDX: ubyte, 3 dimensions
+        (raw / f"{prefix}-images-idx3-ubyte").write_bytes(header + rng.integers(0, 256, n * 784, np.uint8).tobytes())
+        header = np.array([0x801, n], dtype=">i4").tobytes()  # ubyte, 1 dimension
+        (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(header + rng.integers(0, 10, n, np.uint8).tobytes())
+
+
+def _image_folder(cwd: Path, spec: dict[str, Any]) -> None:
+    """<root>/train/<class>/*.png and <root>/val/<class>/*.png (random RGB images) for torchvision's
+    ImageFolder."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    size, classes = int(spec.get("size", 32)), int(spec.get("classes", 2))
+    for split, n in (("train", int(spec.get("train", 8))), ("val", int(spec.get("val", 4)))):
+        for i in range(n):
+            d = cwd / spec.get("root", "data") / split / f"c{i % classes}"
+            d.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(rng.integers(0, 256, (size, size, 3), np.uint8)).save(d / f"{i}.png")
+
+
 RECIPES: dict[str, Callable[[Path, dict[str, Any]], None]] = {
-    "words": _words, "chars": _chars, "names": _names, "token_bins": _token_bins}
+    "words": _words, "chars": _chars, "names": _names, "token_bins": _token_bins, "mnist_idx": _mnist_idx,
+    "image_folder": _image_folder}
 
 # -- runs --------------------------------------------------------------------------------------------------
 
@@ -120,6 +151,7 @@ def _prepare(corpus: Path, prog: dict[str, Any], where: Path) -> Path:
         raise SystemExit(f"{src} is missing: extract the corpus first (bench/rehearsal_corpus/corpus.py)")
     shutil.copytree(src, where)
     cwd = where / prog.get("cwd", ".")
+    cwd.mkdir(parents=True, exist_ok=True)
     data = prog.get("data")
     if data:
         RECIPES[data["recipe"]](cwd, data)
