@@ -356,7 +356,9 @@ def markdown(results: dict[str, Any]) -> str:
         "# Rehearsal corpus", "",
         f"opaudit {results['opaudit_version']}, torch {results['torch']}, {results['python']}; "
         f"{len(results['programs'])} programs of {len({p['project'] for p in results['programs']})} projects; "
-        f"loss tolerance {results['loss_rtol']} (relative).", "",
+        f"loss tolerance {results['loss_rtol']} (relative)"
+        + ("; packages beyond torch: " + ", ".join(f"{k} {v}" for k, v in results["deps"].items())
+           if results.get("deps") else "") + ".", "",
         "Per run: exit status; trains (>= 2 backward passes on the run's device and the parameters moved); "
         "`loss =` the losses equal the reference's (the CPU run, or the trace where the program has no CPU path) "
         "within the tolerance; `ops =` the trace's device ops equal the rehearsal's "
@@ -429,6 +431,20 @@ def _merged(new: list[dict[str, Any]], kept: list[dict[str, Any]], order: list[s
     return sorted(new + [p for p in kept if p["id"] not in done], key=lambda p: order.index(p["id"]))
 
 
+def _deps(folder: Path | None, programs: list[dict[str, Any]]) -> dict[str, str]:
+    """The version of each package the programs require, as found in the --deps folder (or the interpreter's)."""
+    from importlib.metadata import PackageNotFoundError, distribution, distributions
+
+    found = {d.metadata["Name"].lower(): d.version for d in distributions(path=[str(folder)])} if folder else {}
+    out: dict[str, str] = {}
+    for name in sorted({r for p in programs for r in p.get("requires", [])}):
+        try:
+            out[name] = found.get(name.lower()) or distribution(name).version
+        except PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, required=True, help="folder bench/rehearsal_corpus/corpus.py wrote")
@@ -463,6 +479,7 @@ def main(argv: list[str] | None = None) -> int:
         "opaudit_version": opaudit.__version__, "torch": torch.__version__,
         "python": platform.python_version(), "machine": platform.machine(), "vendors": m["vendors"],
         "port_target": m["port_target"], "loss_rtol": m["loss_rtol"], "programs": []}
+    results["deps"] = _deps(args.deps, m["program"])
     kept = _kept(args.out, results, m) if args.only else []
     order = [p["id"] for p in m["program"]]
     ran: list[dict[str, Any]] = []
