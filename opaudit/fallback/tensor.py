@@ -267,11 +267,12 @@ def _host_error(func: Any, host: torch.Tensor, args: tuple, kwargs: dict[str, An
         f"got a CPU tensor of shape {list(host.shape)}" + (f", at {line}" if line else "") + "]")
 
 
-def run_native(func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
-    """Run ``func`` on the CPU data of its arguments; results are tensors of the simulated device, and
-    written arguments are the caller's own."""
+def run_native(func: Any, args: tuple, kwargs: dict[str, Any], host: frozenset[int] = frozenset()) -> Any:
+    """Run ``func`` on the CPU data of its arguments; results are tensors of the simulated device (those whose
+    index is in ``host`` stay CPU tensors, as the device's kernel makes them), and written arguments are the
+    caller's own."""
     call = call_of(func)
-    if call.plain:
+    if call.plain and not host:
         return run_plain(func, call, args, kwargs, False)
     index = device_index(args, kwargs)
     fn = cpu_impl(func)  # the op itself, or a reference where the CPU has no kernel for it (references.py)
@@ -287,8 +288,9 @@ def run_native(func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
     if to is not None and torch.device(to).type != state.name:  # a copy to the host (.cpu()): a CPU tensor
         return out
     results = [
-        argument(args, kwargs, ret[1], ret[2]) if ret is not None and ret[0] == "write" else wrap(r, index)
-        for ret, r in zip(sig.returns, out if len(sig.returns) > 1 else (out,), strict=True)
+        argument(args, kwargs, ret[1], ret[2]) if ret is not None and ret[0] == "write" else
+        r if i in host else wrap(r, index)
+        for i, (ret, r) in enumerate(zip(sig.returns, out if len(sig.returns) > 1 else (out,), strict=True))
     ]
     return tuple(results) if len(sig.returns) > 1 else results[0]
 
