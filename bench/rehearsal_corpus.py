@@ -105,8 +105,39 @@ def _token_bins(cwd: Path, spec: dict[str, Any]) -> None:
         pickle.dump({"vocab_size": vocab}, f)
 
 
+def _mnist_idx(cwd: Path, spec: dict[str, Any]) -> None:
+    """<root>/MNIST/raw/: the four uncompressed IDX files torchvision's MNIST dataset reads (random 28x28
+    digits, labels 0-9), under the names it checks before downloading, so ``download=True`` finds them."""
+    import numpy as np
+
+    raw = cwd / spec.get("root", "data") / "MNIST" / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", int(spec.get("train", 64))), ("t10k", int(spec.get("test", 32)))):
+        header = np.array([0x803, n, 28, 28], dtype=">i4").tobytes()  # IDX: ubyte, 3 dimensions
+        (raw / f"{prefix}-images-idx3-ubyte").write_bytes(header + rng.integers(0, 256, n * 784, np.uint8).tobytes())
+        header = np.array([0x801, n], dtype=">i4").tobytes()  # ubyte, 1 dimension
+        (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(header + rng.integers(0, 10, n, np.uint8).tobytes())
+
+
+def _image_folder(cwd: Path, spec: dict[str, Any]) -> None:
+    """<root>/train/<class>/*.png and <root>/val/<class>/*.png (random RGB images) for torchvision's
+    ImageFolder."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    size, classes = int(spec.get("size", 32)), int(spec.get("classes", 2))
+    for split, n in (("train", int(spec.get("train", 8))), ("val", int(spec.get("val", 4)))):
+        for i in range(n):
+            d = cwd / spec.get("root", "data") / split / f"c{i % classes}"
+            d.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(rng.integers(0, 256, (size, size, 3), np.uint8)).save(d / f"{i}.png")
+
+
 RECIPES: dict[str, Callable[[Path, dict[str, Any]], None]] = {
-    "words": _words, "chars": _chars, "names": _names, "token_bins": _token_bins}
+    "words": _words, "chars": _chars, "names": _names, "token_bins": _token_bins, "mnist_idx": _mnist_idx,
+    "image_folder": _image_folder}
 
 # -- runs --------------------------------------------------------------------------------------------------
 
@@ -120,6 +151,7 @@ def _prepare(corpus: Path, prog: dict[str, Any], where: Path) -> Path:
         raise SystemExit(f"{src} is missing: extract the corpus first (bench/rehearsal_corpus/corpus.py)")
     shutil.copytree(src, where)
     cwd = where / prog.get("cwd", ".")
+    cwd.mkdir(parents=True, exist_ok=True)
     data = prog.get("data")
     if data:
         RECIPES[data["recipe"]](cwd, data)
@@ -324,7 +356,9 @@ def markdown(results: dict[str, Any]) -> str:
         "# Rehearsal corpus", "",
         f"opaudit {results['opaudit_version']}, torch {results['torch']}, {results['python']}; "
         f"{len(results['programs'])} programs of {len({p['project'] for p in results['programs']})} projects; "
-        f"loss tolerance {results['loss_rtol']} (relative).", "",
+        f"loss tolerance {results['loss_rtol']} (relative)"
+        + ("; packages beyond torch: " + ", ".join(f"{k} {v}" for k, v in results["deps"].items())
+           if results.get("deps") else "") + ".", "",
         "Per run: exit status; trains (>= 2 backward passes on the run's device and the parameters moved); "
         "`loss =` the losses equal the reference's (the CPU run, or the trace where the program has no CPU path) "
         "within the tolerance; `ops =` the trace's device ops equal the rehearsal's "
@@ -397,6 +431,20 @@ def _merged(new: list[dict[str, Any]], kept: list[dict[str, Any]], order: list[s
     return sorted(new + [p for p in kept if p["id"] not in done], key=lambda p: order.index(p["id"]))
 
 
+def _deps(folder: Path | None, programs: list[dict[str, Any]]) -> dict[str, str]:
+    """The version of each package the programs require, as found in the --deps folder (or the interpreter's)."""
+    from importlib.metadata import PackageNotFoundError, distribution, distributions
+
+    found = {d.metadata["Name"].lower(): d.version for d in distributions(path=[str(folder)])} if folder else {}
+    out: dict[str, str] = {}
+    for name in sorted({r for p in programs for r in p.get("requires", [])}):
+        try:
+            out[name] = found.get(name.lower()) or distribution(name).version
+        except PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, required=True, help="folder bench/rehearsal_corpus/corpus.py wrote")
@@ -431,6 +479,7 @@ def main(argv: list[str] | None = None) -> int:
         "opaudit_version": opaudit.__version__, "torch": torch.__version__,
         "python": platform.python_version(), "machine": platform.machine(), "vendors": m["vendors"],
         "port_target": m["port_target"], "loss_rtol": m["loss_rtol"], "programs": []}
+    results["deps"] = _deps(args.deps, m["program"])
     kept = _kept(args.out, results, m) if args.only else []
     order = [p["id"] for p in m["program"]]
     ran: list[dict[str, Any]] = []

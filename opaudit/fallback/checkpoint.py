@@ -128,34 +128,26 @@ def enter(sim: Simulator) -> Callable[[], None]:
                 return SimTensor(t, mark[1])
         return t
 
-    original_save = torch.serialization.save
-
-    @functools.wraps(original_save)
-    def save(*args: Any, **kwargs: Any) -> Any:
-        saving.append({})
-        try:
-            return original_save(*args, **kwargs)
-        finally:
-            saving.pop()
-
-    original_load = torch.serialization.load
-
-    @functools.wraps(original_load)
-    def load(*args: Any, **kwargs: Any) -> Any:
-        _loading.append({})
-        try:
-            return original_load(*args, **kwargs)
-        finally:
-            _loading.pop()
+    def bracketed(fn: Any, stack: list[Any]) -> Any:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            stack.append({})
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                stack.pop()
+        return call
 
     patch(torch.serialization, "location_tag", location_tag)
     patch(torch.serialization, "default_restore_location", default_restore_location)
     patch(torch.storage, "_to", storage_to)
     patch(untyped, "__new__", new_storage)
     patch(torch._utils, "_rebuild_tensor", rebuild_tensor)
+    # each name wraps what it holds now: a wrapper the program (or a library) put on torch.save before the
+    # rehearsal began still runs, as it does on the device
     for holder in (torch, torch.serialization):
-        patch(holder, "save", save)
-        patch(holder, "load", load)
+        patch(holder, "save", bracketed(holder.save, saving))
+        patch(holder, "load", bracketed(holder.load, _loading))
     return patch.undo
 
 

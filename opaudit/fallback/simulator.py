@@ -84,15 +84,19 @@ class Plan:
     stat: OpStat | None  # native and vendor_cpu ops: their one statistic (opaudit's fallback: one per path)
     check_devices: bool = True  # a CPU tensor beside device tensors is an error, as on a device
     call: Call | None = None  # a native op that writes none of its arguments: run_plain's
+    host_results: frozenset[int] = frozenset()  # HOST_RESULTS
 
 
-# ops a device takes CPU tensors in (besides 0-dim ones, which every op takes): copies between the two, and
-# advanced indexing with CPU indices
+# ops a device takes CPU tensors in (besides 0-dim ones, which every op takes): copies between the two,
+# advanced indexing with CPU indices, and packing a padded batch, whose lengths must be a CPU tensor
+# (aten/src/ATen/native/PackedSequence.cpp; pack_padded_sequence moves them there)
 CROSS_DEVICE = frozenset({
     "copy_", "_to_copy", "_copy_from", "_copy_from_and_resize", "to", "index.Tensor", "index_put_", "index_put",
     "_index_put_impl_", "set_.source_Tensor", "lift_fresh", "lift_fresh_copy", "_has_compatible_shallow_copy_type",
-    "equal",
+    "equal", "_pack_padded_sequence",
 })
+# results a device's kernel makes on the host (index in the op's results): a packed sequence's batch sizes
+HOST_RESULTS = {"_pack_padded_sequence": frozenset({1})}
 
 
 class Simulator:
@@ -167,8 +171,9 @@ class Simulator:
         stat = None if kind == _MISSING else self.stats.op(name, "native" if kind == _NATIVE else "vendor_cpu",
                                                              note, support_status)
         call = call_of(func)
+        host = HOST_RESULTS.get(name, frozenset())
         plan = self.plans[id(func)] = Plan(kind, name, support_status, note, stat, name not in CROSS_DEVICE,
-                                             call if kind == _NATIVE and call.plain else None)
+                                             call if kind == _NATIVE and call.plain and not host else None, host)
         return plan
 
     def count_factory(self, func: Any) -> None:
@@ -197,7 +202,7 @@ class Simulator:
                     f"got a CPU tensor of shape {list(cpu.shape)}" + (f", at {line}" if line else "") + "]")
         if plan.kind == _NATIVE:
             plan.stat.calls += 1  # type: ignore[union-attr]
-            return run_native(func, args, kwargs)
+            return run_native(func, args, kwargs, plan.host_results)
         if plan.kind == _VENDOR_CPU:
             return self._vendor_cpu(func, plan, args, kwargs)
         if plan.kind == _DETOUR:

@@ -90,6 +90,13 @@ class SimTensor(torch.Tensor):
     def tolist(self) -> Any:  # (torch refuses tolist for tensor subclasses; a device tensor has it)
         return self.elem.tolist()
 
+    def __format__(self, format_spec: str) -> str:
+        # torch formats a 0-dim tensor as its number (f"{acc:6.2f}") only when its class is exactly Tensor, as a
+        # device tensor's is; a parameter's is not, there or here
+        if self.dim() == 0 and not getattr(self, "_is_param", False):
+            return self.detach().item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
     def __reduce_ex__(self, protocol: Any) -> Any:
         # a simulated tensor pickles as its CPU data; during torch.save that data's storage is tagged with the
         # device (checkpoint.py writes the tag), and a parameter stays a parameter
@@ -267,11 +274,12 @@ def _host_error(func: Any, host: torch.Tensor, args: tuple, kwargs: dict[str, An
         f"got a CPU tensor of shape {list(host.shape)}" + (f", at {line}" if line else "") + "]")
 
 
-def run_native(func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
-    """Run ``func`` on the CPU data of its arguments; results are tensors of the simulated device, and
-    written arguments are the caller's own."""
+def run_native(func: Any, args: tuple, kwargs: dict[str, Any], host: frozenset[int] = frozenset()) -> Any:
+    """Run ``func`` on the CPU data of its arguments; results are tensors of the simulated device (those whose
+    index is in ``host`` stay CPU tensors, as the device's kernel makes them), and written arguments are the
+    caller's own."""
     call = call_of(func)
-    if call.plain:
+    if call.plain and not host:
         return run_plain(func, call, args, kwargs, False)
     index = device_index(args, kwargs)
     fn = cpu_impl(func)  # the op itself, or a reference where the CPU has no kernel for it (references.py)
@@ -287,8 +295,9 @@ def run_native(func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
     if to is not None and torch.device(to).type != state.name:  # a copy to the host (.cpu()): a CPU tensor
         return out
     results = [
-        argument(args, kwargs, ret[1], ret[2]) if ret is not None and ret[0] == "write" else wrap(r, index)
-        for ret, r in zip(sig.returns, out if len(sig.returns) > 1 else (out,), strict=True)
+        argument(args, kwargs, ret[1], ret[2]) if ret is not None and ret[0] == "write" else
+        r if i in host else wrap(r, index)
+        for i, (ret, r) in enumerate(zip(sig.returns, out if len(sig.returns) > 1 else (out,), strict=True))
     ]
     return tuple(results) if len(sig.returns) > 1 else results[0]
 

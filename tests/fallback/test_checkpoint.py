@@ -4,12 +4,13 @@ optimizer mid-training, with the map_location forms real scripts use, through th
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 import torch
-from helpers import FIXTURES, run_cli
+from helpers import FIXTURES, ROOT, run_cli
 
 RESUME = str(FIXTURES / "fallback" / "resume_training.py")
 
@@ -84,3 +85,34 @@ def test_a_storage_on_the_simulated_device_stops_with_a_message_not_a_crash(tmp_
     rc, stdout, stderr = run_cli("run", "--simulate", "ascend", "--", str(script), cwd=tmp_path)
     assert rc == 3, stderr[-2000:]
     assert "limit of the CPU rehearsal" in stderr and "storage.py" in stderr
+
+
+WRAPPED_BEFORE = """
+import io
+import torch
+import opaudit.fallback as fb
+
+calls = []
+def counted(name, fn):
+    def wrapper(*args, **kwargs):
+        calls.append(name)
+        return fn(*args, **kwargs)
+    return wrapper
+
+torch.save, torch.load = counted("save", torch.save), counted("load", torch.load)
+with fb.simulate("ascend"):
+    buf = io.BytesIO()
+    torch.save({"w": torch.ones(2, device="npu")}, buf)
+    buf.seek(0)
+    back = torch.load(buf)
+print(calls, back["w"].device)
+"""
+
+
+def test_a_wrapper_put_on_torch_save_before_the_rehearsal_still_runs():
+    """A program's (or a library's) wrapper of torch.save / torch.load made before the rehearsal began runs in
+    it, as on the device, around the rehearsal's own checkpointing."""
+    proc = subprocess.run([sys.executable, "-c", WRAPPED_BEFORE], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "['save', 'load'] npu:0"

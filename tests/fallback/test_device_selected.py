@@ -162,3 +162,24 @@ def test_a_target_that_registers_the_composite_itself_is_not_held_to_the_stand_i
     assert "registers aten::gru.input itself" in cell["reason"]
     assert ops["_thnn_fused_gru_cell"]["path"] == "native"  # what ascend has runs as it is
     assert load_matrix(target).resolve("_thnn_fused_gru_cell_backward").status == "missing"
+
+
+def test_a_packed_sequence_rehearses_with_its_batch_sizes_on_the_host(tmp_path):
+    """pack_padded_sequence takes its lengths, and returns the batch sizes, as CPU tensors on a device too
+    (aten/src/ATen/native/PackedSequence.cpp). The packed GRU calls gru.data, which ascend does not register
+    (its coverage data has gru.input only): the fused cell's backward, which ascend lacks, is held to the
+    matrix there, so --strict stops on it; without --strict opaudit's fallback runs it and the step matches
+    the CPU."""
+    import re
+
+    fixture = str(FIXTURES / "fallback" / "rnn_step.py")
+    assert load_matrix("ascend").resolve("gru.data").status != "native"
+    rc, _, stderr = run_cli("run", "--simulate", "ascend", "--strict", "--", fixture, "GRU", "packed")
+    assert rc == 3 and "aten::_thnn_fused_gru_cell_backward" in stderr, stderr[-2000:]
+    stats = tmp_path / "stats.json"
+    rc, stdout, stderr = run_cli("run", "--simulate", "ascend", "--stats", str(stats), "--", fixture, "GRU", "packed")
+    assert rc == 0, stderr[-2000:]
+    assert float(re.search(r"worst relative difference (\S+)", stdout).group(1)) < 1e-5, stdout
+    ops = {o["op"]: o for o in json.loads(stats.read_text())["ops"]}
+    assert ops["_pack_padded_sequence"]["calls"] == 1
+    assert ops["_thnn_fused_gru_cell_backward"]["path"] == "cpu"

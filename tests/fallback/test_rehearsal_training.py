@@ -130,3 +130,38 @@ def test_a_rehearsal_after_a_cpu_backward_in_the_same_process():
     proc = _python("-c", AFTER_CPU_BACKWARD)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "trained" in proc.stdout
+
+
+FORMATTED = """
+import torch
+import opaudit.fallback as fb
+
+
+def formatted(device):
+    acc = torch.tensor([3.0], device=device).mul_(25.0)[0]  # a top-1 accuracy, as pytorch/examples imagenet keeps it
+    loss = torch.tensor(0.5, device=device)
+    out = [f"{acc:6.2f}", f"{loss:.4e}", f"{loss}"]
+    for x in (torch.nn.Parameter(torch.ones((), device=device)), torch.ones(2, device=device)):
+        try:
+            out.append(f"{x:.2f}")
+        except TypeError as e:
+            out.append(type(e).__name__)
+    return out
+
+
+cpu = formatted("cpu")
+with fb.simulate("ascend"):
+    device = formatted("npu")
+print(cpu)
+print(device)
+"""
+
+
+def test_a_device_scalar_formats_as_its_number_as_on_a_device():
+    """A training loop's meter formats 0-dim device tensors with a format spec: torch formats a plain tensor's
+    number (a parameter, or a tensor of more than one element, raises TypeError), and the simulated device
+    tensor, a subclass, does the same."""
+    proc = _python("-c", FORMATTED)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cpu, device = proc.stdout.splitlines()
+    assert cpu == device == "[' 75.00', '5.0000e-01', '0.5', 'TypeError', 'TypeError']"

@@ -83,6 +83,17 @@ def test_device_selected_composites_are_recorded_where_the_choice_happens():
     assert ("backward", "aten::mul.Tensor", "drop") in inner
 
 
+def test_an_in_place_dropout_records_the_ops_it_runs():
+    """nn.Dropout(inplace=True) calls dropout_, which takes the bernoulli mask on every device (no fused kernel):
+    its forward ops are device ops like any other. It returns its input, which must not pass for an eval-mode
+    dropout that ran nothing (torchvision's MobileNetV3 drops in place: its trace lacked them)."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5, inplace=True), nn.Linear(4, 2)).train()
+    trace = opaudit.trace(model, torch.randn(2, 4), train=True)
+    assert not [r for r in trace.records if r.kind == "choice"]
+    forward = {r.op for r in trace.records if r.phase == "forward" and r.module == "1"}
+    assert {"aten::bernoulli_.float", "aten::div_.Scalar", "aten::mul_.Tensor"} <= forward, forward
+
+
 def test_eval_mode_dropout_runs_no_op_and_leaves_no_choice():
     model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)).eval()
     trace = opaudit.trace(model, torch.randn(2, 4))
