@@ -80,13 +80,6 @@ class SimTensor(torch.Tensor):
         grad = ", requires_grad=True" if self.requires_grad else ""
         return f"{text[:-1]}, device='{self.device}'{grad})"
 
-    def __format__(self, format_spec: str) -> str:
-        # torch formats a 0-dim tensor as its number only when its type is exactly Tensor (f"{loss:.4f}"); a
-        # device tensor is one, so a simulated one formats the same way, reading its value as the device does
-        if self.dim() == 0:
-            return self.detach().item().__format__(format_spec)
-        return object.__format__(self, format_spec)
-
     def tolist(self) -> Any:  # (torch refuses tolist for tensor subclasses; a device tensor has it)
         return self.elem.tolist()
 
