@@ -73,6 +73,7 @@ class Named:
     head: str  # the task head (hf), "" otherwise
     config_hash: str  # the resolved configuration (hf, diffusers) or the file's bytes (file)
     params: dict[str, Any] = field(default_factory=dict)  # the resolved configuration, for the record
+    fixes: dict[str, Any] = field(default_factory=dict)  # the fixes of the default configuration applied (hf)
     make_model: Callable[[], Any] = field(default=lambda: _unbuilt())  # load_spec(build=True) sets it
     make_inputs: Callable[[], Any] | None = None
     loss_fn: Callable[[Any, Any], Any] | None = None
@@ -237,7 +238,7 @@ def _hf(spec: str, build: bool) -> Named:
     if not name:
         raise InputError(f"{spec}: no model named", hint="hf:<model_type> (hf:llama), hf:<path to config.json> "
                          "or hf:<org>/<name> from the local Hugging Face cache")
-    config = _hf_config(spec, name, overrides)
+    config, fixes = _hf_config(spec, name, overrides)
     model_type = getattr(config, "model_type", "") or name
     heads = heads_of(model_type)
     if head is None:
@@ -252,13 +253,14 @@ def _hf(spec: str, build: bool) -> Named:
     cls_name = heads[head]
     params = config.to_dict()
     params.pop("transformers_version", None)
-    named = Named(spec, "hf", model_type, head, _hash(params, cls_name), params)
+    named = Named(spec, "hf", model_type, head, _hash(params, cls_name), params, fixes)
     if build:
         import transformers
 
         cls = getattr(transformers, cls_name, None)
         if cls is None:
             raise InputError(f"{spec}: transformers {transformers.__version__} does not export {cls_name}")
+        config = _model_config(cls, config)
         built: dict[str, Any] = {}
 
         def make_model() -> Any:
@@ -271,6 +273,21 @@ def _hf(spec: str, build: bool) -> Named:
     return named
 
 
+def _model_config(cls: Any, config: Any) -> Any:
+    """The configuration ``cls`` is built from: a composite's sub-configuration where the class is made for that
+    sub-configuration's class (a vision-language model's CausalLM class takes its text configuration), as
+    transformers' own ``AutoModelFor*.from_config`` does; else ``config`` itself."""
+    want = getattr(cls, "config_class", None)
+    if not isinstance(want, type) or isinstance(config, want):
+        return config
+    for key, sub_cls in (getattr(config, "sub_configs", None) or {}).items():
+        if sub_cls is want:
+            sub = config.get_text_config() if key == "text_config" else getattr(config, key, None)
+            if isinstance(sub, want):
+                return sub
+    return config
+
+
 def _without_cache(config: Any) -> None:
     """A train step keeps no KV cache: ``use_cache`` off in the configuration and its sub-configurations, the
     default of a forward that takes it only through ``**kwargs`` (a hybrid's cache of linear-attention layers
@@ -280,7 +297,9 @@ def _without_cache(config: Any) -> None:
             c.use_cache = False
 
 
-def _hf_config(spec: str, name: str, overrides: dict[str, Any]) -> Any:
+def _hf_config(spec: str, name: str, overrides: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The configuration ``name`` resolves to with ``overrides``, and the fixes of :func:`config_fixes` applied
+    (a model type's default configuration only, each key the overrides leave alone)."""
     from transformers import AutoConfig
 
     path = Path(name).expanduser()
@@ -290,10 +309,10 @@ def _hf_config(spec: str, name: str, overrides: dict[str, Any]) -> Any:
             raise InputError(f"{spec}: {path} holds no config.json")
         if path.is_file() and path.name != "config.json":
             # AutoConfig reads a folder's config.json; a file of another name is read as JSON here
-            return _config_from_dict(spec, _read_json(spec, path), overrides)
-        return _config_from_dict(spec, _read_json(spec, folder / "config.json"), overrides)
+            return _config_from_dict(spec, _read_json(spec, path), overrides), {}
+        return _config_from_dict(spec, _read_json(spec, folder / "config.json"), overrides), {}
     if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not name.startswith((".", "~")):
-        return _cached_config(spec, name, overrides)
+        return _cached_config(spec, name, overrides), {}
     if "/" in name or name.endswith(".json"):
         raise InputError(f"{spec}: no such file or folder: {name}")
     types = model_types()
@@ -302,15 +321,45 @@ def _hf_config(spec: str, name: str, overrides: dict[str, Any]) -> Any:
         raise InputError(f"{spec}: transformers has no model type {name!r}",
                          hint=f"did you mean {', '.join(close)}?" if close else
                          "see transformers' CONFIG_MAPPING for the model types")
+    fixes = {k: v for k, v in config_fixes(name).items()
+             if not any(k == o or k.startswith(o + ".") or o.startswith(k + ".") for o in overrides)}
+    top = {k: v for k, v in fixes.items() if "." not in k}  # the fixes a configuration needs to be built at all
     try:
-        default = AutoConfig.for_model(name)
+        default = AutoConfig.for_model(name, **top)
     except Exception as e:  # noqa: BLE001 - a configuration class that rejects its own defaults
         raise InputError(f"{spec}: transformers cannot build the default configuration of {name}: "
                          f"{describe_exception(e)}") from None
-    if not overrides:
-        return default
+    if not overrides and fixes == top:
+        return default, fixes
     _check_keys(spec, default.to_dict(), overrides, name)
-    return _build_config(spec, lambda kw: AutoConfig.for_model(name, **kw), overrides)
+    return _build_config(spec, lambda kw: AutoConfig.for_model(name, **kw), {**fixes, **overrides}), fixes
+
+
+FIXES_FILE = "curated/hf_config_fixes.toml"
+
+
+def config_fixes(model_type: str) -> dict[str, Any]:
+    """The fix of transformers' default configuration of ``model_type`` (coverage_db/curated/hf_config_fixes.toml):
+    configuration keys and values that make the default consistent, so the model builds and runs a step with
+    its parts all in place; ``{}`` for a default that needs none. ``hf:<model_type>`` applies it to every key the
+    spec's overrides do not set, and the record names it.
+
+    >>> config_fixes("esm")
+    {'vocab_size': 33, 'pad_token_id': 1, 'mask_token_id': 32}
+    """
+    from opaudit.data import load_toml
+
+    entry = load_toml("coverage_db", FIXES_FILE).get("fix", {}).get(model_type)
+    return dict(entry["set"]) if entry else {}
+
+
+def fixes_version() -> str:
+    """A hash of the fixes file: a resolved spec is stale when it changes."""
+    from opaudit.data import data_dir
+
+    return hashlib.sha256((data_dir("coverage_db") / FIXES_FILE).read_bytes()).hexdigest()[:12]
+
+
 
 
 LAYER_FIELDS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers",
@@ -327,7 +376,7 @@ def with_layers(spec: str, n: int) -> str:
     on meta) stays as it is: its default size, traced in meta mode where big."""
     base, overrides = split_overrides(spec)
     try:
-        config = _hf_config(spec, base.removeprefix("hf:"), overrides).to_dict()
+        config = _hf_config(spec, base.removeprefix("hf:"), overrides)[0].to_dict()
     except Exception:  # noqa: BLE001 - the zoo reports the configuration's own error
         return spec
     sets = _shrunk(config, n, "")
@@ -433,9 +482,9 @@ def _cached_config(spec: str, repo: str, overrides: dict[str, Any]) -> Any:
 
 def _build_config(spec: str, make: Callable[[dict[str, Any]], Any], overrides: dict[str, Any]) -> Any:
     try:
-        config = make({})
+        nested = _nest(overrides)
+        config = make({k: v for k, v in nested.items() if not isinstance(v, dict)})
         if overrides:
-            nested = _nest(overrides)
             for key, value in list(nested.items()):
                 sub = getattr(config, key, None)
                 if isinstance(value, dict) and sub is not None and hasattr(sub, "to_dict"):
@@ -591,7 +640,8 @@ def _make_input(name: str, head: str, config: Any, ids: Any, g: Any) -> Any:
             shapes.append((BATCH, int(mel), 2 * int(sources)))
         channels = int(_first(config, "input_channels", default=1))
         sizes = [int(v) for v in (mel, _first(config, "input_feat_per_channel"), _first(config, "input_feat_size"),
-                                  _first(config, "input_dim"), _first(config, "feature_size"), 80)
+                                  _first(config, "input_dim"), _first(config, "feature_size"),
+                                  _first(config, "feature_projection_input_dim"), 80)
                  if isinstance(v, int) and v > 0]
         for f in dict.fromkeys(sizes):  # (batch, frames, features), as Speech2Text and Parakeet take them
             shapes += [(BATCH, 64, f * channels), (BATCH, f * channels, 64)]
