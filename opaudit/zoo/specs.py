@@ -325,7 +325,13 @@ def _hf_config(spec: str, name: str, overrides: dict[str, Any]) -> tuple[Any, di
              if not any(k == o or k.startswith(o + ".") or o.startswith(k + ".") for o in overrides)}
     top = {k: v for k, v in fixes.items() if "." not in k}  # the fixes a configuration needs to be built at all
     try:
-        default = AutoConfig.for_model(name, **top)
+        try:
+            default = AutoConfig.for_model(name, **top)
+        except Exception:
+            if fixes == top:
+                raise
+            # a sub-configuration the composite's own checks reject: built from its fixed fields alone
+            default = AutoConfig.for_model(name, **_nest(fixes))
     except Exception as e:  # noqa: BLE001 - a configuration class that rejects its own defaults
         raise InputError(f"{spec}: transformers cannot build the default configuration of {name}: "
                          f"{describe_exception(e)}") from None
@@ -483,7 +489,10 @@ def _cached_config(spec: str, repo: str, overrides: dict[str, Any]) -> Any:
 def _build_config(spec: str, make: Callable[[dict[str, Any]], Any], overrides: dict[str, Any]) -> Any:
     try:
         nested = _nest(overrides)
-        config = make({k: v for k, v in nested.items() if not isinstance(v, dict)})
+        try:
+            config = make({k: v for k, v in nested.items() if not isinstance(v, dict)})
+        except Exception:  # noqa: BLE001 - a default that only builds with its sub-configurations fixed
+            config = make(nested)
         if overrides:
             for key, value in list(nested.items()):
                 sub = getattr(config, key, None)
@@ -552,6 +561,9 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
     axial = _first(config, "axial_pos_shape")
     if train and isinstance(axial, (list, tuple)) and axial:  # Reformer trains on exactly its axial positions
         seq = math.prod(int(a) for a in axial)
+    special = input_facts(getattr(config, "model_type", ""))
+    if isinstance(special.get("seq_field"), str):  # a model whose output positions are fixed by a field
+        seq = int(_first(config, special["seq_field"], default=seq))
     ids = torch.randint(0, vocab, (BATCH, seq), generator=g)
     wanted = [main, *(k for k in required if k != main)]
     if main not in ("input_ids", "inputs") and "input_ids" in params and head in _TOKEN_LABELS:
@@ -572,7 +584,7 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
         if value is None:
             raise InputError(f"opaudit cannot make the input {name!r} of {cls.__name__} from its configuration",
                              hint="write a model file with get_model() and get_inputs() for it")
-        if name in _AUDIO and isinstance(value, list):
+        if isinstance(value, list):
             value = next((v for v in value if probe.runs({**inputs, name: v}) is not False), value[0])
         inputs[name] = value
     audio = inputs.get(main)
@@ -595,14 +607,56 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
         labels = _labels(head, config, ids, g)
         if labels is not None:
             inputs["labels"] = labels
+    if special.get("bbox") == "unit" and "bbox" in inputs:  # boxes as fractions of the page, not a 0..1000 grid
+        inputs["bbox"] = inputs["bbox"].float() / 1000
+    return _completed(inputs, params, head, config, image, g, probe)
+
+
+# inputs a forward may need beside the text, tried (in this order) where the step fails on meta without them
+_COMPLETIONS = ("pixel_values", "input_features", "input_values", "mm_token_type_ids")
+
+
+def _completed(inputs: dict[str, Any], params: dict[str, Any], head: str, config: Any, image: int | None, g: Any,
+               probe: _Probe) -> dict[str, Any]:
+    """``inputs``, or with an input the forward takes but the text alone leaves out, where the step (its own
+    loss included) fails on meta tensors without it: a captioner that puts its image's features before the
+    text (GIT), a model that always reads its image or audio (IDEFICS, Voxtral Realtime), the multimodal token
+    types a training step reads (Molmo2: 1 for an image token, else 0). The first that makes the dry run pass
+    is kept; with none, the inputs stay as they were (and the trace says why the step fails)."""
+    import torch
+
+    missing = [k for k in _COMPLETIONS if k in params and k not in inputs]
+    if not missing or head not in _TOKEN_LABELS or "input_ids" not in inputs or probe.runs(inputs) is not False:
+        return inputs
+    ids = inputs["input_ids"]
+    for name in missing:
+        if name == "mm_token_type_ids":
+            kinds = (ids == image).long() if image is not None else torch.zeros_like(ids)
+            candidates: list[Any] = [kinds]
+        else:
+            value = _make_input(name, head, config, ids, g)
+            candidates = value if isinstance(value, list) else [value]
+        for value in candidates:
+            if value is not None and probe.runs({**inputs, name: value}):
+                return {**inputs, name: value}
     return inputs
+
+
+def input_facts(model_type: str) -> dict[str, Any]:
+    """What a model type needs of its inputs beyond what its configuration says (the ``input`` tables of
+    coverage_db/curated/hf_config_fixes.toml): ``seq_field``, the configuration field that fixes the text's
+    length; ``bbox = "unit"``, boxes as fractions of the page."""
+    from opaudit.data import load_toml
+
+    return dict(load_toml("coverage_db", FIXES_FILE).get("input", {}).get(model_type, {}))
 
 
 def _make_input(name: str, head: str, config: Any, ids: Any, g: Any) -> Any:
     """One input by its name, from the configuration; None for a name opaudit does not know."""
     import torch
 
-    if name == "input_ids" or (name == "inputs" and head in _TOKEN_LABELS + ("SequenceClassification",)):
+    if name == "input_ids" or (name == "inputs" and head in _TOKEN_LABELS + ("SequenceClassification",)
+                               and head != "SpeechSeq2Seq"):
         return ids
     if name == "qformer_input_ids":  # InstructBLIP: the instruction, in the Q-Former's own vocabulary
         qformer = getattr(config, "qformer_config", None)
@@ -629,8 +683,11 @@ def _make_input(name: str, head: str, config: Any, ids: Any, g: Any) -> Any:
             # DepthPro-style: the image is seen at several scales, the smallest still a patch
             h = w = max(h, int(patch / min(ratios)))
         shape: tuple[int, ...] = (BATCH, channels, h, w)
+        frames = (BATCH, int(_first(config, "num_frames", default=8)), channels, h, w)
         if name == "pixel_values_videos" or head == "VideoClassification" or "num_frames" in config.to_dict():
-            shape = (BATCH, int(_first(config, "num_frames", default=8)), channels, h, w)
+            return torch.randn(*frames, generator=g)
+        if head in _TOKEN_LABELS:  # a captioner's images, else the frames of a video (the probe picks)
+            return [torch.randn(*shape, generator=g), torch.randn(*frames, generator=g)]
         return torch.randn(*shape, generator=g)
     if name == "input_features":  # the layouts it may have, the most likely first (the probe picks)
         mel = _first(config, "num_mel_bins")
