@@ -269,7 +269,8 @@ def _hf(spec: str, build: bool) -> Named:
             return built["model"]
 
         named.make_model = make_model  # the inputs are fitted to the model built last (a dry run on meta)
-        named.make_inputs = lambda: hf_inputs(cls, config, head, train=True, model=built.get("model"))
+        named.make_inputs = lambda: hf_inputs(cls, config, head, train=True, model=built.get("model"),
+                                              model_type=model_type)
     return named
 
 
@@ -538,7 +539,8 @@ def _size(v: Any, default: int) -> tuple[int, int]:
     return (int(v), int(v)) if v else (default, default)
 
 
-def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = None) -> dict[str, Any]:
+def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = None,
+              model_type: str | None = None) -> dict[str, Any]:
     """Keyword inputs for ``cls`` made from ``config``: the main input (``cls.main_input_name``) and every input
     its forward requires, the text beside an image or audio input where the head predicts tokens (a captioner,
     a vision-language model), the boxes of a layout model, decoder inputs for an encoder-decoder, and the
@@ -561,10 +563,13 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
     axial = _first(config, "axial_pos_shape")
     if train and isinstance(axial, (list, tuple)) and axial:  # Reformer trains on exactly its axial positions
         seq = math.prod(int(a) for a in axial)
-    special = input_facts(getattr(config, "model_type", ""))
+    special = input_facts(str(model_type or getattr(config, "model_type", "") or ""))
     if isinstance(special.get("seq_field"), str):  # a model whose output positions are fixed by a field
         seq = int(_first(config, special["seq_field"], default=seq))
     ids = torch.randint(0, vocab, (BATCH, seq), generator=g)
+    codebooks = int(_first(config, special["codebooks"], default=1)) if "codebooks" in special else 1
+    if codebooks > 1:  # audio codes: a row of tokens per codebook, (batch x codebooks, length)
+        ids = torch.randint(0, vocab, (BATCH * codebooks, seq), generator=g)
     wanted = [main, *(k for k in required if k != main)]
     if main not in ("input_ids", "inputs") and "input_ids" in params and head in _TOKEN_LABELS:
         wanted.append("input_ids")  # a captioner's or a vision-language model's text
@@ -588,9 +593,12 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
             value = next((v for v in value if probe.runs({**inputs, name: v}) is not False), value[0])
         inputs[name] = value
     audio = inputs.get(main)
-    if head == "CTC" and "attention_mask" in params and isinstance(audio, torch.Tensor) and audio.dim() in (2, 3):
-        # a CTC loss reads the input lengths from the mask: every frame (audio as (batch, frames[, features]))
-        inputs["attention_mask"] = torch.ones(audio.shape[:2], dtype=torch.long)
+    mask = next((k for k in ("attention_mask", "padding_mask") if k in params), None)
+    if head == "CTC" and mask and isinstance(audio, torch.Tensor) and audio.dim() in (2, 3):
+        # a CTC loss reads the input lengths from the mask: every frame (audio as (batch, frames[, features]), or
+        # raw audio of one channel as (batch, 1, samples))
+        frames = (audio.shape[0], audio.shape[-1]) if audio.dim() == 3 and audio.shape[1] == 1 else audio.shape[:2]
+        inputs[mask] = torch.ones(frames, dtype=torch.long)
     if image is not None and "pixel_values" in inputs:
         tokens = probe.image_features(inputs["pixel_values"])
         if tokens:  # the text: the image's tokens first, then the words (none of them an image token)
@@ -607,6 +615,8 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
         labels = _labels(head, config, ids, g)
         if labels is not None:
             inputs["labels"] = labels
+    if codebooks > 1 and isinstance(inputs.get("labels"), torch.Tensor):  # labels: (batch, length, codebooks)
+        inputs["labels"] = ids.reshape(BATCH, codebooks, -1).transpose(1, 2)
     if special.get("bbox") == "unit" and "bbox" in inputs:  # boxes as fractions of the page, not a 0..1000 grid
         inputs["bbox"] = inputs["bbox"].float() / 1000
     return _completed(inputs, params, head, config, image, g, probe)
@@ -645,7 +655,8 @@ def _completed(inputs: dict[str, Any], params: dict[str, Any], head: str, config
 def input_facts(model_type: str) -> dict[str, Any]:
     """What a model type needs of its inputs beyond what its configuration says (the ``input`` tables of
     coverage_db/curated/hf_config_fixes.toml): ``seq_field``, the configuration field that fixes the text's
-    length; ``bbox = "unit"``, boxes as fractions of the page."""
+    length; ``bbox = "unit"``, boxes as fractions of the page; ``codebooks``, the field counting the rows of
+    audio codes per example (the text is then (batch x codebooks, length), the labels (batch, length, codebooks))."""
     from opaudit.data import load_toml
 
     return dict(load_toml("coverage_db", FIXES_FILE).get("input", {}).get(model_type, {}))
@@ -686,7 +697,7 @@ def _make_input(name: str, head: str, config: Any, ids: Any, g: Any) -> Any:
         frames = (BATCH, int(_first(config, "num_frames", default=8)), channels, h, w)
         if name == "pixel_values_videos" or head == "VideoClassification" or "num_frames" in config.to_dict():
             return torch.randn(*frames, generator=g)
-        if head in _TOKEN_LABELS:  # a captioner's images, else the frames of a video (the probe picks)
+        if head in _TOKEN_LABELS and _image_token(config) is None:  # a captioner's images, else a video's frames
             return [torch.randn(*shape, generator=g), torch.randn(*frames, generator=g)]
         return torch.randn(*shape, generator=g)
     if name == "input_features":  # the layouts it may have, the most likely first (the probe picks)
