@@ -585,11 +585,11 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
         wanted += ["input_ids", "pixel_values"]
     inputs: dict[str, Any] = {}
     for name in dict.fromkeys(wanted):
-        value = _make_input(name, head, config, ids, g)
+        value = _make_input(name, head, config, ids, g, special)
         if value is None:
             raise InputError(f"opaudit cannot make the input {name!r} of {cls.__name__} from its configuration",
                              hint="write a model file with get_model() and get_inputs() for it")
-        if isinstance(value, list):
+        if isinstance(value, list) and name in _CHOICES:  # layouts to choose from (a time series is a list too)
             value = next((v for v in value if probe.runs({**inputs, name: v}) is not False), value[0])
         inputs[name] = value
     audio = inputs.get(main)
@@ -655,14 +655,15 @@ def _completed(inputs: dict[str, Any], params: dict[str, Any], head: str, config
 def input_facts(model_type: str) -> dict[str, Any]:
     """What a model type needs of its inputs beyond what its configuration says (the ``input`` tables of
     coverage_db/curated/hf_config_fixes.toml): ``seq_field``, the configuration field that fixes the text's
-    length; ``bbox = "unit"``, boxes as fractions of the page; ``codebooks``, the field counting the rows of
+    length; ``bbox = "unit"``, boxes as fractions of the page; ``feature_size``, the features per frame of an
+    audio input where the model stacks frames its configuration does not count; ``codebooks``, the field counting the rows of
     audio codes per example (the text is then (batch x codebooks, length), the labels (batch, length, codebooks))."""
     from opaudit.data import load_toml
 
     return dict(load_toml("coverage_db", FIXES_FILE).get("input", {}).get(model_type, {}))
 
 
-def _make_input(name: str, head: str, config: Any, ids: Any, g: Any) -> Any:
+def _make_input(name: str, head: str, config: Any, ids: Any, g: Any, special: dict[str, Any] | None = None) -> Any:
     """One input by its name, from the configuration; None for a name opaudit does not know."""
     import torch
 
@@ -707,7 +708,8 @@ def _make_input(name: str, head: str, config: Any, ids: Any, g: Any) -> Any:
         if mel is not None and sources is not None:  # Whisper-style: (batch, mel bins, frames), frames fixed
             shapes.append((BATCH, int(mel), 2 * int(sources)))
         channels = int(_first(config, "input_channels", default=1))
-        sizes = [int(v) for v in (mel, _first(config, "input_feat_per_channel"), _first(config, "input_feat_size"),
+        sizes = [int(v) for v in ((special or {}).get("feature_size"), mel, _first(config, "input_feat_per_channel"),
+                                  _first(config, "input_feat_size"),
                                   _first(config, "input_dim"), _first(config, "feature_size"),
                                   _first(config, "feature_projection_input_dim"), 80)
                  if isinstance(v, int) and v > 0]
@@ -724,6 +726,7 @@ def _make_input(name: str, head: str, config: Any, ids: Any, g: Any) -> Any:
 
 
 _AUDIO = ("input_features", "input_values", "inputs")
+_CHOICES = (*_AUDIO, "pixel_values")  # inputs made as a list of the layouts they may have
 
 
 def _image_token(config: Any) -> int | None:
