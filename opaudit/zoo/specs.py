@@ -656,8 +656,9 @@ def input_facts(model_type: str) -> dict[str, Any]:
     """What a model type needs of its inputs beyond what its configuration says (the ``input`` tables of
     coverage_db/curated/hf_config_fixes.toml): ``seq_field``, the configuration field that fixes the text's
     length; ``bbox = "unit"``, boxes as fractions of the page; ``feature_size``, the features per frame of an
-    audio input where the model stacks frames its configuration does not count; ``codebooks``, the field counting the rows of
-    audio codes per example (the text is then (batch x codebooks, length), the labels (batch, length, codebooks))."""
+    audio input where the model stacks frames its configuration does not count; ``codebooks``, the field counting
+    the rows of audio codes per example (the text is then (batch x codebooks, length), the labels (batch, length,
+    codebooks))."""
     from opaudit.data import load_toml
 
     return dict(load_toml("coverage_db", FIXES_FILE).get("input", {}).get(model_type, {}))
