@@ -13,6 +13,9 @@
 Every named spec takes configuration overrides after ``?``: ``hf:llama?num_hidden_layers=2&hidden_size=256``
 (values are read as JSON where they parse, else as text; ``text_config.num_hidden_layers=1`` sets a field of
 a sub-configuration). Models are built from configurations with random weights: nothing is downloaded.
+A model type's default configuration that transformers itself cannot build or run (a field left None that the
+model reads, rotary sections that do not add up) gets the known fix of coverage_db/curated/hf_config_fixes.toml
+(:func:`config_fixes`) for each key the overrides leave alone; the zoo's records name the fixes applied.
 The inputs are made from the configuration (:func:`hf_inputs`): token ids within the vocabulary, images of the
 configured size and channels, mel features or raw audio, decoder inputs for encoder-decoders, and labels
 for the head's own loss when training.
