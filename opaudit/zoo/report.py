@@ -15,7 +15,7 @@ from opaudit.zoo.run import ZooResult
 
 CSV_COLUMNS = ["model", "family", "head", "target", "vendor", "release", "torch", "verdict", "missing_ops", "missing",
                "version_skew_ops", "unknown_ops", "cpu_fallback_ops", "status", "reason", "error", "mode", "calls",
-               "ops", "duration_s"]
+               "ops", "duration_s", "config_fixes"]
 ZOO_SCHEMA = "opaudit-zoo/1"
 
 
@@ -26,7 +26,7 @@ def rows(z: ZooResult) -> list[dict[str, Any]]:
         common = {"model": r["spec"], "family": r.get("family") or "", "head": r.get("head") or "",
                   "status": r["status"], "reason": r.get("reason") or "", "error": r.get("error") or "",
                   "mode": r.get("mode") or "", "calls": r.get("calls") or 0, "ops": r.get("ops") or 0,
-                  "duration_s": r.get("duration_s") or 0.0}
+                  "duration_s": r.get("duration_s") or 0.0, "config_fixes": fixes_text(r)}
         if r["status"] != "ok":
             out.append({**dict.fromkeys(CSV_COLUMNS, ""), **common, "verdict": "error", "missing_ops": 0,
                         "version_skew_ops": 0, "unknown_ops": 0, "cpu_fallback_ops": 0})
@@ -37,6 +37,13 @@ def rows(z: ZooResult) -> list[dict[str, Any]]:
                         "missing": " ".join(t["missing"]), "version_skew_ops": len(t["skew"]),
                         "unknown_ops": len(t["unknown"]), "cpu_fallback_ops": len(t["fallback"])})
     return out
+
+
+def fixes_text(record: dict[str, Any]) -> str:
+    """The fixes of transformers' default configuration a model was built with, ``key=value; ...`` ("" for none):
+    a result never stands silently on a changed configuration."""
+    fixes = record.get("config_fixes") or {}
+    return "; ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in fixes.items())
 
 
 def csv_text(z: ZooResult) -> str:
@@ -108,12 +115,14 @@ def html_text(z: ZooResult, *, title: str = "opaudit zoo") -> str:
                         for k in z.targets],
             "models": [{"spec": r["spec"], "family": r.get("family") or "", "head": r.get("head") or "",
                         "status": r["status"], "error": r.get("error") or "", "mode": r.get("mode") or "",
+                        "fixes": fixes_text(r),
                         "results": {t["target"]: [t["verdict"], t["summary"], t["missing"]]
                                     for t in r.get("targets", [])}} for r in z.records],
             "colours": {**VERDICT_COLOURS, "error": "#555b66"}}
     ok = sum(r["status"] == "ok" for r in z.records)
+    fixed = sum(bool(r.get("config_fixes")) for r in z.records)
     return env.get_template("zoo.html.j2").render(title=title, data_json=script_json(data), version=__version__,
-                                                   models=len(z.records), traced=ok, targets=z.targets,
+                                                   models=len(z.records), traced=ok, fixed=fixed, targets=z.targets,
                                                    train=z.train, colours=data["colours"])
 
 

@@ -31,7 +31,7 @@ from opaudit.errors import InputError, OpauditError, describe_exception
 EXECUTORS = ("local", "ray")
 DEFAULT_TIMEOUT = 600.0
 START_TIMEOUT = 300.0  # seconds a model's process may take to start (the fork server's imports, on a busy machine)
-RECORD_VERSION = 2  # 2: a model meta cannot run is traced for real
+RECORD_VERSION = 3  # 2: a model meta cannot run is traced for real; 3: records name their configuration fixes
 # ops of the audit's per-target lists that a zoo keeps (what blocks a model, what the data does not know)
 KEPT = ("missing", "skew", "unknown", "fallback")
 RETRY_SHARE = 0.6  # of the memory a model meta cannot run may take to be traced for real
@@ -52,6 +52,7 @@ class Job:
     timeout: float = DEFAULT_TIMEOUT
     memory: int | None = None  # bytes of address space
     threads: int = 1
+    config_fixes: dict[str, Any] = field(default_factory=dict)  # fixes of the default configuration (hf)
 
 
 @dataclass
@@ -107,6 +108,7 @@ def work(job: Job) -> dict[str, Any]:
 
         torch.set_num_threads(max(1, job.threads))
         named = load_spec(job.spec)
+        record["config_fixes"] = named.fixes
 
         def traced(mode: str) -> Any:
             return opaudit.trace(named.make_model, named.make_inputs, train=job.train, mode=mode,
@@ -180,7 +182,8 @@ def _base(job: Job) -> dict[str, Any]:
 
     return {"spec": job.spec, "key": job.key, "kind": job.kind, "family": job.family, "head": job.head,
             "config_hash": job.config_hash, "train": job.train, "torch": torch.__version__,
-            "opaudit": opaudit.__version__, "status": "failed", "reason": None, "error": None, "mode": None,
+            "opaudit": opaudit.__version__, "config_fixes": job.config_fixes, "status": "failed", "reason": None,
+            "error": None, "mode": None,
             "mode_reason": None, "calls": 0, "ops": 0, "duration_s": 0.0, "targets": []}
 
 
@@ -326,7 +329,7 @@ def default_memory(jobs: int) -> int | None:
     return max(4 * 2**30, int(0.8 * total / max(1, jobs)))
 
 
-def _resolutions(cache: Path | None) -> tuple[Path | None, dict[str, list[str]]]:
+def _resolutions(cache: Path | None) -> tuple[Path | None, dict[str, list[Any]]]:
     """The cache's table of resolved model-type specs (``hf:llama?...``: family, head, configuration hash) for
     this transformers and opaudit: such a spec resolves the same until one of them changes, and a rerun from
     the cache need not build 400 configurations again."""
@@ -338,7 +341,10 @@ def _resolutions(cache: Path | None) -> tuple[Path | None, dict[str, list[str]]]
         version = transformers.__version__
     except ImportError:
         return None, {}
-    path = cache / f"specs-{hashlib.sha256(f'{version}/{opaudit.__version__}'.encode()).hexdigest()[:12]}.json"
+    from opaudit.zoo.specs import fixes_version
+
+    stamp = f"{version}/{opaudit.__version__}/{fixes_version()}"  # a changed fix resolves its model type anew
+    path = cache / f"specs-{hashlib.sha256(stamp.encode()).hexdigest()[:12]}.json"
     try:
         table = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -364,12 +370,12 @@ def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str
     known = len(table)
     for spec in specs:
         hit = table.get(spec) if _by_type(spec) else None
-        if isinstance(hit, list) and len(hit) == 4:
-            family, head, kind, config_hash = hit
+        if isinstance(hit, list) and len(hit) == 5 and isinstance(hit[4], dict):
+            family, head, kind, config_hash, fixes = hit
             key = job_key(spec, config_hash, targets=targets, train=train, mode=mode, device=device,
                           db_version=db_version)
             jobs.append(Job(spec, key, family, head, kind, config_hash, list(targets), train, mode, device, timeout,
-                            memory, threads))
+                            memory, threads, fixes))
             continue
         try:
             named = load_spec(spec, build=False)
@@ -377,16 +383,17 @@ def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str
             message = e.message + (f" ({e.hint})" if e.hint else "") if isinstance(e, OpauditError) \
                 else describe_exception(e)
             bad[spec] = {"spec": spec, "key": None, "kind": spec.partition(":")[0] if ":" in spec else "file",
-                         "family": "", "head": "", "config_hash": None, "train": train, "status": "failed",
+                         "family": "", "head": "", "config_hash": None, "config_fixes": {}, "train": train,
+                         "status": "failed",
                          "reason": "spec", "error": message, "mode": None,
                          "mode_reason": None, "calls": 0, "ops": 0, "duration_s": 0.0, "targets": []}
             continue
         key = job_key(spec, named.config_hash, targets=targets, train=train, mode=mode, device=device,
                       db_version=db_version)
         jobs.append(Job(spec, key, named.family, named.head, named.kind, named.config_hash, list(targets), train,
-                        mode, device, timeout, memory, threads))
+                        mode, device, timeout, memory, threads, named.fixes))
         if _by_type(spec):
-            table[spec] = [named.family, named.head, named.kind, named.config_hash]
+            table[spec] = [named.family, named.head, named.kind, named.config_hash, named.fixes]
     if table_path is not None and len(table) > known:
         _store_file(table_path, json.dumps(table, sort_keys=True))
     return jobs, bad

@@ -13,6 +13,9 @@
 Every named spec takes configuration overrides after ``?``: ``hf:llama?num_hidden_layers=2&hidden_size=256``
 (values are read as JSON where they parse, else as text; ``text_config.num_hidden_layers=1`` sets a field of
 a sub-configuration). Models are built from configurations with random weights: nothing is downloaded.
+A model type's default configuration that transformers itself cannot build or run (a field left None that the
+model reads, rotary sections that do not add up) gets the known fix of coverage_db/curated/hf_config_fixes.toml
+(:func:`config_fixes`) for each key the overrides leave alone; the zoo's records name the fixes applied.
 The inputs are made from the configuration (:func:`hf_inputs`): token ids within the vocabulary, images of the
 configured size and channels, mel features or raw audio, decoder inputs for encoder-decoders, and labels
 for the head's own loss when training.
@@ -73,6 +76,7 @@ class Named:
     head: str  # the task head (hf), "" otherwise
     config_hash: str  # the resolved configuration (hf, diffusers) or the file's bytes (file)
     params: dict[str, Any] = field(default_factory=dict)  # the resolved configuration, for the record
+    fixes: dict[str, Any] = field(default_factory=dict)  # the fixes of the default configuration applied (hf)
     make_model: Callable[[], Any] = field(default=lambda: _unbuilt())  # load_spec(build=True) sets it
     make_inputs: Callable[[], Any] | None = None
     loss_fn: Callable[[Any, Any], Any] | None = None
@@ -237,7 +241,7 @@ def _hf(spec: str, build: bool) -> Named:
     if not name:
         raise InputError(f"{spec}: no model named", hint="hf:<model_type> (hf:llama), hf:<path to config.json> "
                          "or hf:<org>/<name> from the local Hugging Face cache")
-    config = _hf_config(spec, name, overrides)
+    config, fixes = _hf_config(spec, name, overrides)
     model_type = getattr(config, "model_type", "") or name
     heads = heads_of(model_type)
     if head is None:
@@ -252,13 +256,14 @@ def _hf(spec: str, build: bool) -> Named:
     cls_name = heads[head]
     params = config.to_dict()
     params.pop("transformers_version", None)
-    named = Named(spec, "hf", model_type, head, _hash(params, cls_name), params)
+    named = Named(spec, "hf", model_type, head, _hash(params, cls_name), params, fixes)
     if build:
         import transformers
 
         cls = getattr(transformers, cls_name, None)
         if cls is None:
             raise InputError(f"{spec}: transformers {transformers.__version__} does not export {cls_name}")
+        config = _model_config(cls, config)
         built: dict[str, Any] = {}
 
         def make_model() -> Any:
@@ -267,8 +272,24 @@ def _hf(spec: str, build: bool) -> Named:
             return built["model"]
 
         named.make_model = make_model  # the inputs are fitted to the model built last (a dry run on meta)
-        named.make_inputs = lambda: hf_inputs(cls, config, head, train=True, model=built.get("model"))
+        named.make_inputs = lambda: hf_inputs(cls, config, head, train=True, model=built.get("model"),
+                                              model_type=model_type)
     return named
+
+
+def _model_config(cls: Any, config: Any) -> Any:
+    """The configuration ``cls`` is built from: a composite's sub-configuration where the class is made for that
+    sub-configuration's class (a vision-language model's CausalLM class takes its text configuration), as
+    transformers' own ``AutoModelFor*.from_config`` does; else ``config`` itself."""
+    want = getattr(cls, "config_class", None)
+    if not isinstance(want, type) or isinstance(config, want):
+        return config
+    for key, sub_cls in (getattr(config, "sub_configs", None) or {}).items():
+        if sub_cls is want:
+            sub = config.get_text_config() if key == "text_config" else getattr(config, key, None)
+            if isinstance(sub, want):
+                return sub
+    return config
 
 
 def _without_cache(config: Any) -> None:
@@ -280,7 +301,9 @@ def _without_cache(config: Any) -> None:
             c.use_cache = False
 
 
-def _hf_config(spec: str, name: str, overrides: dict[str, Any]) -> Any:
+def _hf_config(spec: str, name: str, overrides: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The configuration ``name`` resolves to with ``overrides``, and the fixes of :func:`config_fixes` applied
+    (a model type's default configuration only, each key the overrides leave alone)."""
     from transformers import AutoConfig
 
     path = Path(name).expanduser()
@@ -290,10 +313,10 @@ def _hf_config(spec: str, name: str, overrides: dict[str, Any]) -> Any:
             raise InputError(f"{spec}: {path} holds no config.json")
         if path.is_file() and path.name != "config.json":
             # AutoConfig reads a folder's config.json; a file of another name is read as JSON here
-            return _config_from_dict(spec, _read_json(spec, path), overrides)
-        return _config_from_dict(spec, _read_json(spec, folder / "config.json"), overrides)
+            return _config_from_dict(spec, _read_json(spec, path), overrides), {}
+        return _config_from_dict(spec, _read_json(spec, folder / "config.json"), overrides), {}
     if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not name.startswith((".", "~")):
-        return _cached_config(spec, name, overrides)
+        return _cached_config(spec, name, overrides), {}
     if "/" in name or name.endswith(".json"):
         raise InputError(f"{spec}: no such file or folder: {name}")
     types = model_types()
@@ -302,15 +325,51 @@ def _hf_config(spec: str, name: str, overrides: dict[str, Any]) -> Any:
         raise InputError(f"{spec}: transformers has no model type {name!r}",
                          hint=f"did you mean {', '.join(close)}?" if close else
                          "see transformers' CONFIG_MAPPING for the model types")
+    fixes = {k: v for k, v in config_fixes(name).items()
+             if not any(k == o or k.startswith(o + ".") or o.startswith(k + ".") for o in overrides)}
+    top = {k: v for k, v in fixes.items() if "." not in k}  # the fixes a configuration needs to be built at all
     try:
-        default = AutoConfig.for_model(name)
+        try:
+            default = AutoConfig.for_model(name, **top)
+        except Exception:
+            if fixes == top:
+                raise
+            # a sub-configuration the composite's own checks reject: built from its fixed fields alone
+            default = AutoConfig.for_model(name, **_nest(fixes))
     except Exception as e:  # noqa: BLE001 - a configuration class that rejects its own defaults
         raise InputError(f"{spec}: transformers cannot build the default configuration of {name}: "
                          f"{describe_exception(e)}") from None
-    if not overrides:
-        return default
+    if not overrides and fixes == top:
+        return default, fixes
     _check_keys(spec, default.to_dict(), overrides, name)
-    return _build_config(spec, lambda kw: AutoConfig.for_model(name, **kw), overrides)
+    return _build_config(spec, lambda kw: AutoConfig.for_model(name, **kw), {**fixes, **overrides}), fixes
+
+
+FIXES_FILE = "curated/hf_config_fixes.toml"
+
+
+def config_fixes(model_type: str) -> dict[str, Any]:
+    """The fix of transformers' default configuration of ``model_type`` (coverage_db/curated/hf_config_fixes.toml):
+    configuration keys and values that make the default consistent, so the model builds and runs a step with
+    its parts all in place; ``{}`` for a default that needs none. ``hf:<model_type>`` applies it to every key the
+    spec's overrides do not set, and the record names it.
+
+    >>> config_fixes("esm")
+    {'vocab_size': 33, 'pad_token_id': 1, 'mask_token_id': 32}
+    """
+    from opaudit.data import load_toml
+
+    entry = load_toml("coverage_db", FIXES_FILE).get("fix", {}).get(model_type)
+    return dict(entry["set"]) if entry else {}
+
+
+def fixes_version() -> str:
+    """A hash of the fixes file: a resolved spec is stale when it changes."""
+    from opaudit.data import data_dir
+
+    return hashlib.sha256((data_dir("coverage_db") / FIXES_FILE).read_bytes()).hexdigest()[:12]
+
+
 
 
 LAYER_FIELDS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers",
@@ -327,7 +386,7 @@ def with_layers(spec: str, n: int) -> str:
     on meta) stays as it is: its default size, traced in meta mode where big."""
     base, overrides = split_overrides(spec)
     try:
-        config = _hf_config(spec, base.removeprefix("hf:"), overrides).to_dict()
+        config = _hf_config(spec, base.removeprefix("hf:"), overrides)[0].to_dict()
     except Exception:  # noqa: BLE001 - the zoo reports the configuration's own error
         return spec
     sets = _shrunk(config, n, "")
@@ -433,9 +492,12 @@ def _cached_config(spec: str, repo: str, overrides: dict[str, Any]) -> Any:
 
 def _build_config(spec: str, make: Callable[[dict[str, Any]], Any], overrides: dict[str, Any]) -> Any:
     try:
-        config = make({})
+        nested = _nest(overrides)
+        try:
+            config = make({k: v for k, v in nested.items() if not isinstance(v, dict)})
+        except Exception:  # noqa: BLE001 - a default that only builds with its sub-configurations fixed
+            config = make(nested)
         if overrides:
-            nested = _nest(overrides)
             for key, value in list(nested.items()):
                 sub = getattr(config, key, None)
                 if isinstance(value, dict) and sub is not None and hasattr(sub, "to_dict"):
@@ -480,7 +542,8 @@ def _size(v: Any, default: int) -> tuple[int, int]:
     return (int(v), int(v)) if v else (default, default)
 
 
-def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = None) -> dict[str, Any]:
+def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = None,
+              model_type: str | None = None) -> dict[str, Any]:
     """Keyword inputs for ``cls`` made from ``config``: the main input (``cls.main_input_name``) and every input
     its forward requires, the text beside an image or audio input where the head predicts tokens (a captioner,
     a vision-language model), the boxes of a layout model, decoder inputs for an encoder-decoder, and the
@@ -503,7 +566,13 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
     axial = _first(config, "axial_pos_shape")
     if train and isinstance(axial, (list, tuple)) and axial:  # Reformer trains on exactly its axial positions
         seq = math.prod(int(a) for a in axial)
+    special = input_facts(str(model_type or getattr(config, "model_type", "") or ""))
+    if isinstance(special.get("seq_field"), str):  # a model whose output positions are fixed by a field
+        seq = int(_first(config, special["seq_field"], default=seq))
     ids = torch.randint(0, vocab, (BATCH, seq), generator=g)
+    codebooks = int(_first(config, special["codebooks"], default=1)) if "codebooks" in special else 1
+    if codebooks > 1:  # audio codes: a row of tokens per codebook, (batch x codebooks, length)
+        ids = torch.randint(0, vocab, (BATCH * codebooks, seq), generator=g)
     wanted = [main, *(k for k in required if k != main)]
     if main not in ("input_ids", "inputs") and "input_ids" in params and head in _TOKEN_LABELS:
         wanted.append("input_ids")  # a captioner's or a vision-language model's text
@@ -519,17 +588,20 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
         wanted += ["input_ids", "pixel_values"]
     inputs: dict[str, Any] = {}
     for name in dict.fromkeys(wanted):
-        value = _make_input(name, head, config, ids, g)
+        value = _make_input(name, head, config, ids, g, special)
         if value is None:
             raise InputError(f"opaudit cannot make the input {name!r} of {cls.__name__} from its configuration",
                              hint="write a model file with get_model() and get_inputs() for it")
-        if name in _AUDIO and isinstance(value, list):
+        if isinstance(value, list) and name in _CHOICES:  # layouts to choose from (a time series is a list too)
             value = next((v for v in value if probe.runs({**inputs, name: v}) is not False), value[0])
         inputs[name] = value
     audio = inputs.get(main)
-    if head == "CTC" and "attention_mask" in params and isinstance(audio, torch.Tensor) and audio.dim() in (2, 3):
-        # a CTC loss reads the input lengths from the mask: every frame (audio as (batch, frames[, features]))
-        inputs["attention_mask"] = torch.ones(audio.shape[:2], dtype=torch.long)
+    mask = next((k for k in ("attention_mask", "padding_mask") if k in params), None)
+    if head == "CTC" and mask and isinstance(audio, torch.Tensor) and audio.dim() in (2, 3):
+        # a CTC loss reads the input lengths from the mask: every frame (audio as (batch, frames[, features]), or
+        # raw audio of one channel as (batch, 1, samples))
+        frames = (audio.shape[0], audio.shape[-1]) if audio.dim() == 3 and audio.shape[1] == 1 else audio.shape[:2]
+        inputs[mask] = torch.ones(frames, dtype=torch.long)
     if image is not None and "pixel_values" in inputs:
         tokens = probe.image_features(inputs["pixel_values"])
         if tokens:  # the text: the image's tokens first, then the words (none of them an image token)
@@ -546,14 +618,61 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
         labels = _labels(head, config, ids, g)
         if labels is not None:
             inputs["labels"] = labels
+    if codebooks > 1 and isinstance(inputs.get("labels"), torch.Tensor):  # labels: (batch, length, codebooks)
+        inputs["labels"] = ids.reshape(BATCH, codebooks, -1).transpose(1, 2)
+    if special.get("bbox") == "unit" and "bbox" in inputs:  # boxes as fractions of the page, not a 0..1000 grid
+        inputs["bbox"] = inputs["bbox"].float() / 1000
+    return _completed(inputs, params, head, config, image, g, probe)
+
+
+# inputs a forward may need beside the text, tried (in this order) where the step fails on meta without them
+_COMPLETIONS = ("pixel_values", "input_features", "input_values", "mm_token_type_ids")
+
+
+def _completed(inputs: dict[str, Any], params: dict[str, Any], head: str, config: Any, image: int | None, g: Any,
+               probe: _Probe) -> dict[str, Any]:
+    """``inputs``, or with an input the forward takes but the text alone leaves out, where the step (its own
+    loss included) fails on meta tensors without it: a captioner that puts its image's features before the
+    text (GIT), a model that always reads its image or audio (IDEFICS, Voxtral Realtime), the multimodal token
+    types a training step reads (Molmo2: 1 for an image token, else 0). The first that makes the dry run pass
+    is kept; with none, the inputs stay as they were (and the trace says why the step fails)."""
+    import torch
+
+    missing = [k for k in _COMPLETIONS if k in params and k not in inputs]
+    if not missing or head not in _TOKEN_LABELS or "input_ids" not in inputs or probe.runs(inputs) is not False:
+        return inputs
+    ids = inputs["input_ids"]
+    for name in missing:
+        if name == "mm_token_type_ids":
+            kinds = (ids == image).long() if image is not None else torch.zeros_like(ids)
+            candidates: list[Any] = [kinds]
+        else:
+            value = _make_input(name, head, config, ids, g)
+            candidates = value if isinstance(value, list) else [value]
+        for value in candidates:
+            if value is not None and probe.runs({**inputs, name: value}):
+                return {**inputs, name: value}
     return inputs
 
 
-def _make_input(name: str, head: str, config: Any, ids: Any, g: Any) -> Any:
+def input_facts(model_type: str) -> dict[str, Any]:
+    """What a model type needs of its inputs beyond what its configuration says (the ``input`` tables of
+    coverage_db/curated/hf_config_fixes.toml): ``seq_field``, the configuration field that fixes the text's
+    length; ``bbox = "unit"``, boxes as fractions of the page; ``feature_size``, the features per frame of an
+    audio input where the model stacks frames its configuration does not count; ``codebooks``, the field counting
+    the rows of audio codes per example (the text is then (batch x codebooks, length), the labels (batch, length,
+    codebooks))."""
+    from opaudit.data import load_toml
+
+    return dict(load_toml("coverage_db", FIXES_FILE).get("input", {}).get(model_type, {}))
+
+
+def _make_input(name: str, head: str, config: Any, ids: Any, g: Any, special: dict[str, Any] | None = None) -> Any:
     """One input by its name, from the configuration; None for a name opaudit does not know."""
     import torch
 
-    if name == "input_ids" or (name == "inputs" and head in _TOKEN_LABELS + ("SequenceClassification",)):
+    if name == "input_ids" or (name == "inputs" and head in _TOKEN_LABELS + ("SequenceClassification",)
+                               and head != "SpeechSeq2Seq"):
         return ids
     if name == "qformer_input_ids":  # InstructBLIP: the instruction, in the Q-Former's own vocabulary
         qformer = getattr(config, "qformer_config", None)
@@ -580,8 +699,11 @@ def _make_input(name: str, head: str, config: Any, ids: Any, g: Any) -> Any:
             # DepthPro-style: the image is seen at several scales, the smallest still a patch
             h = w = max(h, int(patch / min(ratios)))
         shape: tuple[int, ...] = (BATCH, channels, h, w)
+        frames = (BATCH, int(_first(config, "num_frames", default=8)), channels, h, w)
         if name == "pixel_values_videos" or head == "VideoClassification" or "num_frames" in config.to_dict():
-            shape = (BATCH, int(_first(config, "num_frames", default=8)), channels, h, w)
+            return torch.randn(*frames, generator=g)
+        if head in _TOKEN_LABELS and _image_token(config) is None:  # a captioner's images, else a video's frames
+            return [torch.randn(*shape, generator=g), torch.randn(*frames, generator=g)]
         return torch.randn(*shape, generator=g)
     if name == "input_features":  # the layouts it may have, the most likely first (the probe picks)
         mel = _first(config, "num_mel_bins")
@@ -590,8 +712,10 @@ def _make_input(name: str, head: str, config: Any, ids: Any, g: Any) -> Any:
         if mel is not None and sources is not None:  # Whisper-style: (batch, mel bins, frames), frames fixed
             shapes.append((BATCH, int(mel), 2 * int(sources)))
         channels = int(_first(config, "input_channels", default=1))
-        sizes = [int(v) for v in (mel, _first(config, "input_feat_per_channel"), _first(config, "input_feat_size"),
-                                  _first(config, "input_dim"), _first(config, "feature_size"), 80)
+        sizes = [int(v) for v in ((special or {}).get("feature_size"), mel, _first(config, "input_feat_per_channel"),
+                                  _first(config, "input_feat_size"),
+                                  _first(config, "input_dim"), _first(config, "feature_size"),
+                                  _first(config, "feature_projection_input_dim"), 80)
                  if isinstance(v, int) and v > 0]
         for f in dict.fromkeys(sizes):  # (batch, frames, features), as Speech2Text and Parakeet take them
             shapes += [(BATCH, 64, f * channels), (BATCH, f * channels, 64)]
@@ -606,6 +730,7 @@ def _make_input(name: str, head: str, config: Any, ids: Any, g: Any) -> Any:
 
 
 _AUDIO = ("input_features", "input_values", "inputs")
+_CHOICES = (*_AUDIO, "pixel_values")  # inputs made as a list of the layouts they may have
 
 
 def _image_token(config: Any) -> int | None:

@@ -202,3 +202,24 @@ def test_the_zoo_page_shows_markup_in_a_spec_as_text(browser, tiny_zoo, tmp_path
     page, events = open_zoo(browser, path)
     assert events["dialogs"] == [] and events["console"] == []
     assert page.locator("#failed tbody tr").last.locator("td").first.text_content() == EVIL
+
+
+def test_the_zoo_page_names_the_configuration_fixes_a_result_stands_on(browser, tiny_zoo, tmp_path):
+    from opaudit.zoo.report import html_text
+    from opaudit.zoo.run import ZooResult
+
+    out, _, _ = tiny_zoo
+    doc = json.loads((out / "zoo.json").read_text())
+    fixes = {"vocab_size": 33, "pad_token_id": 1}
+    records = [{**doc["models"][0], "config_fixes": fixes}, *doc["models"][1:-1],
+               {**doc["models"][-1], "config_fixes": fixes}]
+    path = tmp_path / "zoo.html"
+    path.write_text(html_text(ZooResult(records, doc["targets"], True)), encoding="utf-8")
+    page, events = open_zoo(browser, path)
+    assert events["console"] == []
+    assert "2 models marked" in page.locator("#fixed-note").text_content()
+    first = page.locator("#heat td.model").first
+    assert first.text_content() == records[0]["spec"] + " \u2020" and "vocab_size=33; pad_token_id=1" in \
+        first.get_attribute("title")
+    assert page.locator("#heat td.model").nth(1).get_attribute("data-fixes") == ""
+    assert page.locator("#failed tbody tr").last.locator("td").nth(2).text_content() == "vocab_size=33; pad_token_id=1"
