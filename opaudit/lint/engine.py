@@ -33,12 +33,13 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+import opaudit.lint.rules  # noqa: F401 (the rule families register their handlers with the walk)
 from opaudit.errors import InputError
 from opaudit.files import write_atomic
 from opaudit.lint.catalogue import Catalogue, Target, load_catalogue, load_target
-from opaudit.lint.checks import FileCheck, Plan, Report, _code
-from opaudit.lint.checks import dotted as _dotted
 from opaudit.lint.findings import FileResult, Finding
+from opaudit.lint.walk import FileCheck, Plan, Report, node_code
+from opaudit.lint.walk import dotted as _dotted
 
 BASE_TRIGGERS = ("cuda", "CUDA", "cudnn", "nccl", "NCCL")
 DEFAULT_EXCLUDE = (".bzr", ".direnv", ".eggs", ".git", ".hg", ".mypy_cache", ".nox", ".pytype", ".ruff_cache", ".svn",
@@ -290,7 +291,7 @@ def _findings(path: str, module: cst.Module, plan: Plan, text: str | None,
             continue
         seen.add(key)
         fix = r.fix or load_catalogue().rules[r.code].fix
-        replacement = _code(r.replacement) if r.replacement is not None else r.suggestion
+        replacement = node_code(r.replacement) if r.replacement is not None else r.suggestion
         if r.replacement is None and fix in ("safe", "unsafe"):
             fix = "report" if r.suggestion is None else "suggestion"  # nothing to apply on this target
         out.append((Finding(path, line, col, end_line, end_col, r.code, r.message, fix, replacement, r.heuristic), r))
