@@ -77,6 +77,19 @@ def _commit(checkout: Path) -> str:
     return r.stdout.strip() or "?"
 
 
+def _dump(value: object, indent: int = 0) -> str:
+    """JSON with one line for each object or list that fits in 120 characters (as the file is kept)."""
+    flat = json.dumps(value, ensure_ascii=False)
+    if len(flat) + indent <= 120 or not isinstance(value, (dict, list)):
+        return flat
+    pad = " " * (indent + 1)
+    if isinstance(value, dict):
+        items = [f"{pad}{json.dumps(k)}: {_dump(v, indent + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
+    items = [pad + _dump(v, indent + 1) for v in value]
+    return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--limit", type=int, default=100, help="how many files (default 100)")
@@ -108,7 +121,7 @@ def main() -> None:
               "load_average_after": [round(x, 2) for x in load_after], "runs": runs}
     data = json.loads(RESULT.read_text()) if RESULT.exists() else {}
     data["latest"] = latest
-    RESULT.write_text(json.dumps(data, indent=1) + "\n")
+    RESULT.write_text(_dump(data) + "\n")
     for r in runs:
         print(f"{r['checkout']} ({r['commit']}): {r['files']} files, {r['findings']} findings, parse {r['parse_s']} s, "
               f"lint {r['lint_s']} s, ratio {r['ratio']}")

@@ -30,7 +30,7 @@ that is an nvcc flag (extensions) is not a device string (devices); an import of
 looked at before the call is renamed (amp).
 """
 
-from opaudit.lint.rules import environment, libraries, extensions, devices, amp, apis, tensors, distributed, \
+from opaudit.lint.rules import environment, extensions, libraries, devices, amp, apis, tensors, distributed, \
     backends  # noqa: I001 (the order is the order of the handlers)
 
 __all__ = ["amp", "apis", "backends", "devices", "distributed", "environment", "extensions", "libraries", "tensors"]
