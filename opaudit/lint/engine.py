@@ -99,8 +99,8 @@ def triggers(cat: Catalogue, selected: frozenset[str], target: Target) -> re.Pat
 
 # -- one file ------------------------------------------------------------------------------------------
 def _check(module: cst.Module, source: bytes, target: Target, cat: Catalogue, selected: frozenset[str],
-           min_torch: str) -> Plan:
-    visitor = FileCheck(module, target, cat, selected, min_torch, source)
+           min_torch: str, path: str | None = None) -> Plan:
+    visitor = FileCheck(module, target, cat, selected, min_torch, source, path)
     visitor.walk(module)
     visitor.finish()
     return visitor.plan
@@ -394,7 +394,7 @@ def _run(source: bytes, settings: Settings, path: str, *, fix: bool) -> FileResu
     if text.startswith("\ufeff"):
         text = text[1:]
     noqa = _noqa(text) if "noqa" in text else {}
-    plan = _check(module, source, target, cat, selected, settings.min_torch)
+    plan = _check(module, source, target, cat, selected, settings.min_torch, path)
     pairs = _findings(path, module, plan, text, noqa)
     result.findings = [f for f, _ in pairs]
     extra = _backend_import(path, text, target, selected)
@@ -421,7 +421,7 @@ def _run(source: bytes, settings: Settings, path: str, *, fix: bool) -> FileResu
         new_module = new_module.visit(_Apply(edits, paths))  # type: ignore[arg-type]
         if not any(r.ancestors & edits.keys() for r in chosen):
             break  # no edit sat inside another: nothing was dropped, nothing is left for another pass
-        plan = _check(new_module, source, target, cat, selected, settings.min_torch)
+        plan = _check(new_module, source, target, cat, selected, settings.min_torch, path)
         # later passes need positions only to honour # noqa comments
         pairs = _findings(path, new_module, plan, new_module.code if noqa else None, noqa)
     if new_module is not module:

@@ -233,8 +233,9 @@ class FileCheck:
     extension_names: set[str]  # extensions: names bound to a module built from CUDA sources
 
     def __init__(self, module: cst.Module, target: Target, catalogue: Catalogue, selected: frozenset[str],
-                 min_torch: str, source: bytes):
+                 min_torch: str, source: bytes, path: str | None = None):
         self.target = target
+        self.path = path  # the linted file, where it is on disk (a rule may look at its project's files)
         self.rules = catalogue.rules
         self.selected = selected
         self.min_torch = min_torch

@@ -3,7 +3,8 @@
 - An import of a module a rule lists (the catalogue's ``modules``: apex, flash_attn, xformers,
   bitsandbytes, triton, cupy, pynvml, nvtx, ... and the vendors' transfer_to_* modules), in any scope.
 - Compiled CUDA extension modules by their name (``selective_scan_cuda``, ``causal_conv1d_cuda``), also
-  imported through ``importlib.import_module`` (OA714, heuristic).
+  imported through ``importlib.import_module`` (OA714, heuristic); not a module of that name the linted
+  project has as Python source (``ops_cuda.py`` beside the file or in a folder above it).
 - Where a name such an import bound is used (``flash_attn_func(...)``, ``@triton.jit``, ``tl.load``): that is
   the code to port. Not: an annotation (unless a library decorator compiles the function), an
   availability test of the name, ``del``, or the library's pure-PyTorch reference of a kernel.
@@ -13,7 +14,9 @@ Examples: rules/catalogue.toml [OA701] ... [OA714].
 
 from __future__ import annotations
 
+import os
 import re
+from functools import lru_cache
 
 import libcst as cst
 
@@ -37,15 +40,52 @@ def _visit_import(c: FileCheck, node: cst.Import | cst.ImportFrom) -> bool:
         code = _library_rule(c, name)
         if code is not None:
             rule = c.rules[code]
-            heuristic = code == "OA714" and _compiled_extension(name)
+            heuristic = code == "OA714" and _named_like_an_extension(name)
             c.report(node, code, f"{rule.summary}: `{name}`", heuristic=heuristic)
             return True
     return False
 
 
-def _compiled_extension(name: str) -> bool:
-    """A compiled CUDA extension module by its name: selective_scan_cuda, causal_conv1d_cuda."""
+def _named_like_an_extension(name: str) -> bool:
+    """A top-level module named as compiled CUDA extensions are: selective_scan_cuda, causal_conv1d_cuda."""
     return not name.startswith("torch") and COMPILED_EXTENSION.fullmatch(name.split(".")[0]) is not None
+
+
+def _compiled_extension(c: FileCheck, name: str) -> bool:
+    """A compiled CUDA extension module by its name, unless the linted project has Python source of that
+    name (its own ``ops_cuda.py``: a module that merely says what it is for)."""
+    return _named_like_an_extension(name) and name.split(".")[0] not in _project_modules(c.path)
+
+
+def _project_modules(path: str | None) -> frozenset[str]:
+    """The top-level modules the linted file's project has as Python source (``name.py``, a package folder
+    ``name/__init__.py``) in the file's folder and the folders above it, up to the project's root (the
+    first holding .git, pyproject.toml, setup.py or setup.cfg). Empty when the file is not on disk (stdin)."""
+    if path is None or not os.path.isfile(path):
+        return frozenset()
+    return _modules_from(os.path.dirname(os.path.abspath(path)))
+
+
+@lru_cache(maxsize=256)
+def _modules_from(folder: str) -> frozenset[str]:
+    names: set[str] = set()
+    while True:
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            entries = []
+        for e in entries:
+            if e.endswith(".py"):
+                names.add(e[:-3])
+            elif os.path.isfile(os.path.join(folder, e, "__init__.py")):
+                names.add(e)
+        if any(m in entries for m in (".git", "pyproject.toml", "setup.py", "setup.cfg")):
+            break
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return frozenset(names)
 
 
 def _library_rule(c: FileCheck, name: str) -> str | None:
@@ -53,7 +93,7 @@ def _library_rule(c: FileCheck, name: str) -> str | None:
     parts = name.split(".")
     code = next((c.modules[".".join(parts[:n])] for n in range(len(parts), 0, -1)
                  if ".".join(parts[:n]) in c.modules), None)
-    if code is None and _compiled_extension(name) and "OA714" in c.selected:
+    if code is None and "OA714" in c.selected and _compiled_extension(c, name):
         code = "OA714"
     return code
 
@@ -80,7 +120,7 @@ def _import_module(c: FileCheck, node: cst.Call, q: str) -> None:
     if c.on("OA714"):
         a = argument(node, 0, "name")
         name = string_value(a.value) if a is not None else None
-        if name is not None and _compiled_extension(name):
+        if name is not None and _compiled_extension(c, name):
             c.report(node, "OA714", f"{c.rules['OA714'].summary}: `{name}`", heuristic=True)
             extension_name(c, node)
 
@@ -95,7 +135,7 @@ def library_use(c: FileCheck, node: cst.CSTNode, q: str) -> bool:
     if not _runs_library_code(c, node, q):
         return True  # the name is there, but nothing of the library runs
     c.report(node, code, f"{c.rules[code].summary}: `{q}` used here",
-             heuristic=code == "OA714" and _compiled_extension(q))
+             heuristic=code == "OA714" and _named_like_an_extension(q))
     return True
 
 
