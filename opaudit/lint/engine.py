@@ -316,9 +316,22 @@ class _Apply(cst.CSTTransformer):
 
 
 def _uses_target(code: str, target: Target) -> bool:
+    """Whether ``code`` uses the target's device: its module or method, its package, or its device string,
+    except a string only compared with (``device_type == "npu"``, ``"npu" in device``: a test of a device
+    value needs no device)."""
     dev = target.device
-    return bool(dev) and bool(re.search(rf"\btorch\.{dev}\b|['\"]{dev}(:\d+)?['\"]|\.{target.method}\(|"
-                                        rf"\b{target.package}\b|['\"]{dev}:", code))
+    if not dev:
+        return False
+    if re.search(rf"\btorch\.{dev}\b|\.{target.method}\(|\b{target.package}\b", code):
+        return True
+    compared = r"(?:==|!=|\bin|\bis)\s*$"
+    for m in re.finditer(rf"(['\"]){dev}(?::\d*)?\1|['\"]{dev}:", code):
+        before = code[max(0, m.start() - 12):m.start()]
+        after = code[m.end():m.end() + 12]
+        if re.search(compared, before) or re.match(r"\s*(?:==|!=|\bin\b|\bnot\s+in\b)", after):
+            continue
+        return True
+    return False
 
 
 def _names_target(code: str, target: Target) -> bool:
@@ -413,8 +426,9 @@ def _run(source: bytes, settings: Settings, path: str, *, fix: bool) -> FileResu
         if not chosen:
             break
         edits = {id(r.node): r.replacement for r in chosen}
+        # environment variable names and a compared device type ("npu" == device_type) need no import
         applied |= {f.replacement or "" for f, _ in pairs if f.fixable and f.fix in applicable and
-                    not f.code.startswith("OA5")}  # environment variable names need no import
+                    not f.code.startswith("OA5") and f.code != "OA105"}
         add_imports |= plan.add_imports
         remove_imports |= plan.remove_imports
         paths = set(edits).union(*(r.ancestors for r in chosen))

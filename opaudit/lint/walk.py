@@ -223,6 +223,7 @@ class FileCheck:
     library_names: dict[str, str]  # libraries: a name bound by importing a CUDA-only library -> its rule
     device_values: list[tuple[str, Report]]  # devices: (name, the report of a CUDA string it is assigned)
     device_probes: list[tuple[str, Report, cst.CSTNode | None]]  # devices: (name, report, its rewrite)
+    probed_parameters: set[str]  # devices: the names of device_probes that are their function's parameters
     device_names: set[str]  # devices: names passed where a device goes
     backend_values: list[tuple[str, Report]]  # distributed: backend = "nccl"
     backend_names: set[str]  # distributed: init_process_group(backend=backend)
@@ -593,6 +594,11 @@ def _target_names(target: cst.CSTNode) -> Iterator[str]:
             yield from _target_names(e.value)
     elif isinstance(target, cst.StarredElement):
         yield from _target_names(target.value)
+
+
+def rebinds(function: cst.FunctionDef, name: str) -> bool:
+    """Whether the body of ``function`` binds ``name`` itself (an assignment, a loop target, ...)."""
+    return name in _bindings([function.body], assignments=True)[0]
 
 
 def _bindings(body: Any, *, assignments: bool, deep: bool = True) -> tuple[set[str], set[str]]:

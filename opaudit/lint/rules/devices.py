@@ -37,6 +37,7 @@ from opaudit.lint.walk import (
     on_method,
     on_start,
     on_string,
+    rebinds,
     string_value,
     subtree,
     with_value,
@@ -74,6 +75,7 @@ def _start(c: FileCheck, module: cst.Module, source: bytes) -> None:
     # device strings followed through names: `device = "cuda"` ... `"cuda" in device`
     c.device_values = []
     c.device_probes = []
+    c.probed_parameters = set()
     c.device_names = set()
 
 
@@ -436,6 +438,25 @@ def _compare_suggestion(c: FileCheck, string: cst.CSTNode, probed: cst.CSTNode |
     key = c.name_key(probed) if probed is not None else None
     if key is not None and c.plan.reports and c.plan.reports[-1].node is string:
         c.device_probes.append((key, c.plan.reports[-1], new))
+        if _a_parameter(c, probed):
+            c.probed_parameters.add(key)
+
+
+def _a_parameter(c: FileCheck, probed: cst.CSTNode | None) -> bool:
+    """Whether ``probed`` is a parameter of the function the comparison is in (``device_type`` in
+    ``def configure_optimizers(..., device_type): ... device_type == "cuda"``), and not rebound in it."""
+    if not isinstance(probed, cst.Name):
+        return False
+    function = next((n for n in reversed(c.stack) if isinstance(n, (cst.FunctionDef, cst.Lambda))), None)
+    if function is None:
+        return False
+    params = function.params
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    if probed.value not in names:
+        return False
+    if isinstance(function, cst.Lambda):
+        return True
+    return not rebinds(function, probed.value)
 
 
 def _probed(node: cst.Comparison, string: cst.CSTNode) -> cst.CSTNode | None:
@@ -556,6 +577,8 @@ def _device_flow(c: FileCheck) -> None:
     for name, r, new in c.device_probes:
         groups.setdefault(find(name), []).append((r, new, True))
     reached = {find(n) for n in c.device_names if n in parent or find(n) in groups}
+    probed_other = {find(name) for name, _, _ in c.device_probes if name not in c.probed_parameters}
+    parameter_roots = {find(name) for name in c.probed_parameters} - probed_other
     for root, members in groups.items():
         if not any(probe for _, _, probe in members):
             if root in reached:  # a device string kept in a name that is used as a device
@@ -569,7 +592,10 @@ def _device_flow(c: FileCheck) -> None:
                     r.suggestion, r.replacement = node_code(r.replacement), None
                 r.message += " (not rewritten: a device string it goes with has no rewrite here)"
             continue
-        cls = "safe" if root in reached else "unsafe"
+        # a parameter's value comes from its callers, whose device strings the port rewrites (in this file or
+        # another): the probe follows them, and left alone it would turn false on the target
+        parameters = all(probe for _, _, probe in members) and root in parameter_roots
+        cls = "safe" if root in reached or parameters else "unsafe"
         for r, new, probe in members:
             r.replacement, r.fix, r.suggestion = new, cls, None
             if probe:
