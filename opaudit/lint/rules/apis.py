@@ -126,6 +126,8 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
     if code == "OA302" and isinstance(c.parent, (cst.Comparison, cst.ComparisonTarget)):
         c.report(node, "OA304", f"{c.rules['OA304'].summary}: `{q}`")  # what the comparison guards is a judgement
         return
+    if code == "OA003" and _in_text(c):
+        return  # the CUDA version in a log line or a message steers nothing
     rule = c.rules[code]
     own = APIS.get(code)
     if own is not None:  # a rule whose match needs code of its own
@@ -160,6 +162,24 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
         message += f" (no equivalent on {c.target.name})" if not c.target.neutral else \
             f" (no neutral equivalent for torch >= {c.min_torch})"
     c.report(node, code, message, suggestion=suggestion)
+
+
+_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log", "write"})
+
+
+def _in_text(c: FileCheck) -> bool:
+    """Whether the node being visited only goes into text: a part of an f-string, or an argument of
+    ``print``, a logger's or a stream's ``write`` (``print(f"CUDA {torch.version.cuda}")``)."""
+    for above in reversed(c.stack[:-1]):
+        if isinstance(above, cst.FormattedStringExpression):
+            return True
+        if isinstance(above, cst.Call):
+            f = above.func
+            return (isinstance(f, cst.Name) and f.value == "print") or \
+                (isinstance(f, cst.Attribute) and f.attr.value in _LOG_METHODS)
+        if isinstance(above, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            return False
+    return False
 
 
 @on(cst.Call)
