@@ -78,16 +78,19 @@ def dotted(node: cst.CSTNode) -> str | None:
     default) is the attribute ``a.b`` written dynamically."""
     parts = []
     while True:
-        if isinstance(node, cst.Attribute):
-            parts.append(node.attr.value)
-            node = node.value
+        kind = type(node)
+        if kind is cst.Attribute:
+            parts.append(node.attr.value)  # type: ignore[attr-defined]
+            node = node.value  # type: ignore[attr-defined]
             continue
+        if kind is not cst.Call:
+            break
         name = getattr_name(node)
         if name is None:
             break
         parts.append(name)
         node = node.args[0].value  # type: ignore[attr-defined]
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))
@@ -451,9 +454,9 @@ class FileCheck:
                 break
         if self.trace is not None:
             first = node
-            while isinstance(first, cst.Attribute):
-                first = first.value
-            if isinstance(first, cst.Name):
+            while type(first) is cst.Attribute:
+                first = first.value  # type: ignore[attr-defined]
+            if type(first) is cst.Name:
                 self.trace[id(first)] = bound is not None
         if bound is None:
             return None  # not imported, or a binding of an enclosing scope hides the import
@@ -525,14 +528,35 @@ def _code_fields(node_type: type) -> tuple[str, ...]:
                             for s in _SKIPPED_FIELDS))
 
 
+_IS_NODE: dict[type, bool] = {}  # type -> whether it is a CSTNode (isinstance on LibCST's ABCs is slow)
+
+
+def _is_node_type(t: type) -> bool:
+    known = _IS_NODE.get(t)
+    if known is None:
+        known = _IS_NODE[t] = issubclass(t, cst.CSTNode)
+    return known
+
+
 def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """The nodes directly under ``node`` that can hold code, in source order."""
+    is_node = _IS_NODE
     for name in _code_fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            yield value
-        elif isinstance(value, (list, tuple)):
-            yield from (item for item in value if isinstance(item, cst.CSTNode))
+        t = type(value)
+        if t is list or t is tuple:
+            for item in value:
+                known = is_node.get(type(item))
+                if known is None:
+                    known = _is_node_type(type(item))
+                if known:
+                    yield item
+        else:
+            known = is_node.get(t)
+            if known is None:
+                known = _is_node_type(t)
+            if known:
+                yield value
 
 
 def subtree(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

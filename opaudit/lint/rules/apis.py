@@ -83,15 +83,22 @@ def _cuda_module(name: str) -> bool:
 
 
 # -- names and attributes -----------------------------------------------------------------------------
+# (type() against sets: isinstance on LibCST's node classes, which are ABCs, is slow on this hot path)
+_BINDING_PARENTS = frozenset({cst.AssignTarget, cst.For, cst.AsName, cst.CompFor})
+# the enclosing chain (or, for `.attr`, the chain this name ends) is the one to check; names of imports,
+# parameters, defs and classes are not uses
+_NOT_USE_PARENTS = frozenset({cst.Attribute, cst.ImportAlias, cst.AsName, cst.Param, cst.FunctionDef, cst.ClassDef,
+                              cst.ImportFrom})
+
+
 def _is_maximal_chain(c: FileCheck, node: cst.CSTNode) -> bool:
     parent = c.parent
-    if isinstance(node, cst.Name) and isinstance(parent, (cst.AssignTarget, cst.For, cst.AsName, cst.CompFor)):
-        return False  # a name being bound, not used
-    if isinstance(parent, cst.Attribute):
-        return False  # the enclosing chain (or, for `.attr`, the chain this name ends) is the one to check
-    if isinstance(parent, (cst.ImportAlias, cst.AsName, cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportFrom)):
+    kind = type(parent)
+    if kind in _NOT_USE_PARENTS:
         return False
-    if isinstance(parent, cst.Arg) and parent.keyword is node:
+    if type(node) is cst.Name and kind in _BINDING_PARENTS:
+        return False  # a name being bound, not used
+    if kind is cst.Arg and parent.keyword is node:  # type: ignore[union-attr]
         return False
     return True
 
