@@ -250,6 +250,9 @@ class FileCheck:
         self.shadows: list[set[str]] = []
         self.scope_imports: list[set[str]] = []  # per entry of shadows: the names its own imports bind
         self.class_scopes: set[int] = set()  # ids of the entries of shadows that are class bodies
+        # every scope's entry of shadows, kept until the file is done: name_key tells scopes apart by id(), which
+        # Python reuses once an object is freed (a later function's `device` would be taken for an earlier one's)
+        self.scopes_seen: list[set[str]] = []
         self.current: cst.CSTNode | None = None  # the node whose handler runs
         self.callable_aliases: dict[str, str] = {}  # precision_scope = torch.autocast -> "torch.autocast"
         self.plan = Plan()
@@ -314,6 +317,7 @@ class FileCheck:
         self.shadows.pop()
         self.scope_imports.pop()
         self.class_scopes.discard(id(names))
+        self.scopes_seen.append(names)
         if hidden is not None:
             self.shadows.append(hidden[0])
             self.scope_imports.append(hidden[1])

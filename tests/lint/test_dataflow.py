@@ -64,3 +64,12 @@ def test_a_probe_without_rewrite_holds_back_its_device_string():
     src = b'import torch\ndevice = "cuda"\nx = torch.ones(1).to(device)\npin = "cuda" in device\n'
     new = fix_source(src, Settings(target="neutral", unsafe_fixes=True)).new
     assert new == src
+
+
+def test_a_name_of_one_function_is_not_the_same_name_of_another():
+    """`device = "cuda"` in a() is not made safe by `.to(device)` in b(): names are kept apart per scope, and
+    a finished scope's key was its id(), which Python gave to the next function's scope."""
+    src = (b'import torch\ndef a():\n    device = "cuda"\n    return device\n'
+           b'def b(m, get):\n    device = get()\n    return m.to(device)\n')
+    found = [(f.line, f.code, f.fix) for f in lint_source(src, Settings(target="ascend", select=("ALL",))).findings]
+    assert found == [(3, "OA103", "unsafe")]
