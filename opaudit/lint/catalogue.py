@@ -1,5 +1,6 @@
 """The rule catalogue and the target tables, read from rules/: what each rule is, and what it becomes
-on each target. Knowledge lives there; the mechanisms that find and rewrite code live in checks.py.
+on each target. Knowledge lives there; the mechanisms that find and rewrite code live in rules/ (one
+module per family) and walk.py.
 
 >>> rule = load_catalogue().rules["OA401"]                  # doctest: +SKIP
 >>> rule.summary, rule.fix                             # doctest: +SKIP

@@ -33,12 +33,13 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+import opaudit.lint.rules  # noqa: F401 (the rule families register their handlers with the walk)
 from opaudit.errors import InputError
 from opaudit.files import write_atomic
 from opaudit.lint.catalogue import Catalogue, Target, load_catalogue, load_target
-from opaudit.lint.checks import FileCheck, Plan, Report, _code
-from opaudit.lint.checks import dotted as _dotted
 from opaudit.lint.findings import FileResult, Finding
+from opaudit.lint.walk import FileCheck, Plan, Report, node_code
+from opaudit.lint.walk import dotted as _dotted
 
 BASE_TRIGGERS = ("cuda", "CUDA", "cudnn", "nccl", "NCCL")
 DEFAULT_EXCLUDE = (".bzr", ".direnv", ".eggs", ".git", ".hg", ".mypy_cache", ".nox", ".pytype", ".ruff_cache", ".svn",
@@ -98,8 +99,8 @@ def triggers(cat: Catalogue, selected: frozenset[str], target: Target) -> re.Pat
 
 # -- one file ------------------------------------------------------------------------------------------
 def _check(module: cst.Module, source: bytes, target: Target, cat: Catalogue, selected: frozenset[str],
-           min_torch: str) -> Plan:
-    visitor = FileCheck(module, target, cat, selected, min_torch, source)
+           min_torch: str, path: str | None = None) -> Plan:
+    visitor = FileCheck(module, target, cat, selected, min_torch, source, path)
     visitor.walk(module)
     visitor.finish()
     return visitor.plan
@@ -290,7 +291,7 @@ def _findings(path: str, module: cst.Module, plan: Plan, text: str | None,
             continue
         seen.add(key)
         fix = r.fix or load_catalogue().rules[r.code].fix
-        replacement = _code(r.replacement) if r.replacement is not None else r.suggestion
+        replacement = node_code(r.replacement) if r.replacement is not None else r.suggestion
         if r.replacement is None and fix in ("safe", "unsafe"):
             fix = "report" if r.suggestion is None else "suggestion"  # nothing to apply on this target
         out.append((Finding(path, line, col, end_line, end_col, r.code, r.message, fix, replacement, r.heuristic), r))
@@ -315,9 +316,22 @@ class _Apply(cst.CSTTransformer):
 
 
 def _uses_target(code: str, target: Target) -> bool:
+    """Whether ``code`` uses the target's device: its module or method, its package, or its device string,
+    except a string only compared with (``device_type == "npu"``, ``"npu" in device``: a test of a device
+    value needs no device)."""
     dev = target.device
-    return bool(dev) and bool(re.search(rf"\btorch\.{dev}\b|['\"]{dev}(:\d+)?['\"]|\.{target.method}\(|"
-                                        rf"\b{target.package}\b|['\"]{dev}:", code))
+    if not dev:
+        return False
+    if re.search(rf"\btorch\.{dev}\b|\.{target.method}\(|\b{target.package}\b", code):
+        return True
+    compared = r"(?:==|!=|\bin|\bis)\s*$"
+    for m in re.finditer(rf"(['\"]){dev}(?::\d*)?\1|['\"]{dev}:", code):
+        before = code[max(0, m.start() - 12):m.start()]
+        after = code[m.end():m.end() + 12]
+        if re.search(compared, before) or re.match(r"\s*(?:==|!=|\bin\b|\bnot\s+in\b)", after):
+            continue
+        return True
+    return False
 
 
 def _names_target(code: str, target: Target) -> bool:
@@ -393,7 +407,7 @@ def _run(source: bytes, settings: Settings, path: str, *, fix: bool) -> FileResu
     if text.startswith("\ufeff"):
         text = text[1:]
     noqa = _noqa(text) if "noqa" in text else {}
-    plan = _check(module, source, target, cat, selected, settings.min_torch)
+    plan = _check(module, source, target, cat, selected, settings.min_torch, path)
     pairs = _findings(path, module, plan, text, noqa)
     result.findings = [f for f, _ in pairs]
     extra = _backend_import(path, text, target, selected)
@@ -412,15 +426,16 @@ def _run(source: bytes, settings: Settings, path: str, *, fix: bool) -> FileResu
         if not chosen:
             break
         edits = {id(r.node): r.replacement for r in chosen}
+        # environment variable names and a compared device type ("npu" == device_type) need no import
         applied |= {f.replacement or "" for f, _ in pairs if f.fixable and f.fix in applicable and
-                    not f.code.startswith("OA5")}  # environment variable names need no import
+                    not f.code.startswith("OA5") and f.code != "OA105"}
         add_imports |= plan.add_imports
         remove_imports |= plan.remove_imports
         paths = set(edits).union(*(r.ancestors for r in chosen))
         new_module = new_module.visit(_Apply(edits, paths))  # type: ignore[arg-type]
         if not any(r.ancestors & edits.keys() for r in chosen):
             break  # no edit sat inside another: nothing was dropped, nothing is left for another pass
-        plan = _check(new_module, source, target, cat, selected, settings.min_torch)
+        plan = _check(new_module, source, target, cat, selected, settings.min_torch, path)
         # later passes need positions only to honour # noqa comments
         pairs = _findings(path, new_module, plan, new_module.code if noqa else None, noqa)
     if new_module is not module:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 if TYPE_CHECKING:
-    from opaudit.lint.checks import FileCheck
+    from opaudit.lint.walk import FileCheck
 
 # methods of a tensor or module that return a tensor or module of the same kind
 SAME_KIND = frozenset({"float", "half", "double", "bfloat16", "long", "int", "short", "bool", "byte", "char",
@@ -328,7 +328,7 @@ def _loop_targets(target: cst.CSTNode, iterable: cst.CSTNode, add: Any, paramete
 
 
 def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
-    from opaudit.lint.checks import _children as children
+    from opaudit.lint.walk import children
 
     return list(children(node))
 

@@ -13,7 +13,7 @@ import pytest
 from helpers import ROOT, run_cli
 
 from opaudit.lint import load_catalogue, load_target
-from opaudit.lint.checks import written_names
+from opaudit.lint.rules.apis import written_names
 
 TARGETS = ["ascend", "biren", "cambricon", "musa", "xpu", "mps"]
 
@@ -23,7 +23,7 @@ import torch
 from opaudit.fallback.simulator import simulate
 from opaudit.fallback.surface import resolve
 from opaudit.lint import load_catalogue, load_target
-from opaudit.lint.checks import written_names
+from opaudit.lint.rules.apis import written_names
 
 target = load_target(sys.argv[1])
 missing = []

@@ -80,3 +80,26 @@ def test_an_attribute_of_the_library_read_in_a_test_is_a_use():
 def test_a_nested_annotation_is_not_a_use():
     src = "from xformers.ops import fmha\ndef f(op: type[fmha.cutlass.FwOp]) -> list[fmha.Inputs]:\n    return []\n"
     assert lines(src, "OA707") == [1]
+
+
+def test_a_module_of_the_project_named_like_an_extension_is_its_own_python(tmp_path):
+    """OA714 knows compiled extensions by name (selective_scan_cuda); a module of that name the project has as
+    Python source, beside the file or in a folder above it up to the project's root, is not one. An
+    extension built in place (a .so of that name) still is, and so is a name with no source anywhere."""
+    project = tmp_path / "proj"
+    (project / "pkg" / "train").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("")
+    (project / "ops_cuda.py").write_text("def run(x):\n    return x\n")
+    (project / "kernels_cuda").mkdir()
+    (project / "kernels_cuda" / "__init__.py").write_text("")
+    (project / "pkg" / "train" / "fused_cuda.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    script = project / "pkg" / "train" / "main.py"
+    src = ("import ops_cuda\nimport kernels_cuda\nimport fused_cuda\nimport selective_scan_cuda\nimport importlib\n"
+           "y = ops_cuda.run(1)\nz = kernels_cuda.go(y)\nw = fused_cuda.fwd(z)\n"
+           "m = importlib.import_module('ops_cuda')\nn = importlib.import_module('causal_conv1d_cuda')\n")
+    script.write_text(src)
+    found = [(f.line, f.message) for f in lint_source(src.encode(), NEUTRAL, str(script)).findings if f.code == "OA714"]
+    assert [line for line, _ in found] == [3, 4, 8, 10], found
+    # where the file is not on disk (stdin), nothing tells the project's modules apart: the name decides
+    stdin = [f.line for f in lint_source(src.encode(), NEUTRAL).findings if f.code == "OA714"]
+    assert stdin == [1, 2, 3, 4, 6, 7, 8, 9, 10]

@@ -14,8 +14,8 @@ import transformers
 from libcst.metadata import GlobalScope, MetadataWrapper, ParentNodeProvider, ScopeProvider
 
 from opaudit.lint import Settings, fix_source, lint_source
-from opaudit.lint.checks import FileCheck
 from opaudit.lint.engine import _resolve
+from opaudit.lint.walk import FileCheck
 
 SHADOWED = [
     "from torch import cuda\nstreams = []\nfor cuda in streams:\n    cuda.synchronize()\n",

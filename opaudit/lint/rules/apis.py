@@ -1,0 +1,320 @@
+"""APIs matched by qualified name: every rule whose catalogue entry lists ``apis`` (most of OA1xx's probes,
+OA3xx's ``torch.distributed`` and ``torch.cuda.nccl`` names, OA4xx memory, streams, events, graphs, RNG and
+profiling, OA6xx's backend flags), and the imports of torch's CUDA modules.
+
+How a matched name is rewritten is data: the rule's ``renames``, its ``replace`` / ``replace_neutral``
+templates, the target table's [api] entries (rules/targets/<target>.toml), else ``torch.cuda.X`` mapped
+onto the target's device module; otherwise it gets a suggestion (``suggest`` / ``suggest_neutral``) or is
+reported. A rule whose match needs code of its own registers it with ``on_api`` (OA109, tensors.py).
+Also here: ``.cuda_stream`` (OA410), the profiler's ``use_cuda=`` and CUDA sort keys (OA414), and the
+passes over the capability probes (``torch.cuda.is_available()`` and friends: a probe is not ported while
+the file still calls a CUDA-only API nothing replaces; the probes of one condition are ported together).
+
+Examples: rules/catalogue.toml, the entries with ``apis``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import libcst as cst
+
+from opaudit.lint.catalogue import Catalogue, Rule, Target, version_at_least
+from opaudit.lint.rules.amp import AMP_DECORATORS, AMP_DEPRECATED, GPU_AUTOCAST, custom_fwd
+from opaudit.lint.rules.extensions import extension_call
+from opaudit.lint.rules.libraries import library_use
+from opaudit.lint.walk import (
+    APIS,
+    ATTRIBUTES,
+    FileCheck,
+    Report,
+    dotted,
+    expr,
+    getattr_name,
+    imported_names,
+    lookup,
+    node_code,
+    on,
+    on_attribute,
+    on_finish,
+    on_keyword,
+    string_value,
+)
+
+CUDA_MODULES = ("torch.cuda", "torch.backends.cudnn", "torch.backends.cuda")
+
+# CUDA capability probes that are rewritten together when one condition holds several
+PROBE_RULES = {"OA117", "OA120", "OA116", "OA118", "OA119", "OA003", "OA303", "OA612"}
+
+
+# -- imports of torch's CUDA modules -----------------------------------------------------------------
+@on(cst.Import, cst.ImportFrom)
+def _visit_import(c: FileCheck, node: cst.Import | cst.ImportFrom) -> None:
+    names = imported_names(node)
+    if isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar) and names:
+        module = names[0]
+        if module.startswith("torch.cuda") and c.on("OA418"):
+            c.report(node, "OA418", f"`from {module} import *` hides which CUDA APIs the file uses")
+    cuda_module = next((n for n in names if _cuda_module(n)), None)
+    if cuda_module is not None:
+        code = lookup(c.api_exact, c.api_prefix, cuda_module)
+        if code in ("OA306", "OA416") and c.on(code):
+            c.report(node, code, f"{c.rules[code].summary}: `{cuda_module}`")
+            return
+        if c.on("OA419"):
+            shown = cuda_module
+            c.report(node, "OA419", f"{c.rules['OA419'].summary}: `{shown}`")
+    if isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None and \
+            not isinstance(node.names, cst.ImportStar):
+        # `from torch.utils.cpp_extension import CUDA_HOME` and friends: the imported object is an API
+        module = dotted(node.module) or ""
+        for a in node.names:
+            q = f"{module}.{dotted(a.name)}"
+            code = lookup(c.api_exact, c.api_prefix, q)
+            if code in ("OA507", "OA801", "OA306", "OA410", "OA416") and c.on(code):
+                c.report(a, code, f"{c.rules[code].summary}: `{q}`")
+
+
+def _cuda_module(name: str) -> bool:
+    """Whether an imported name is (or is under) a CUDA-only torch module: torch.cuda, torch.cuda.amp,
+    torch.backends.cudnn, torch.backends.cuda."""
+    return any(name == m or name.startswith(m + ".") for m in CUDA_MODULES)
+
+
+# -- names and attributes -----------------------------------------------------------------------------
+# (type() against sets: isinstance on LibCST's node classes, which are ABCs, is slow on this hot path)
+_BINDING_PARENTS = frozenset({cst.AssignTarget, cst.For, cst.AsName, cst.CompFor})
+# the enclosing chain (or, for `.attr`, the chain this name ends) is the one to check; names of imports,
+# parameters, defs and classes are not uses
+_NOT_USE_PARENTS = frozenset({cst.Attribute, cst.ImportAlias, cst.AsName, cst.Param, cst.FunctionDef, cst.ClassDef,
+                              cst.ImportFrom})
+
+
+def _is_maximal_chain(c: FileCheck, node: cst.CSTNode) -> bool:
+    parent = c.parent
+    kind = type(parent)
+    if kind in _NOT_USE_PARENTS:
+        return False
+    if type(node) is cst.Name and kind in _BINDING_PARENTS:
+        return False  # a name being bound, not used
+    if kind is cst.Arg and parent.keyword is node:  # type: ignore[union-attr]
+        return False
+    return True
+
+
+@on(cst.Name, cst.Attribute)
+def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
+    if isinstance(c.parent, cst.Decorator) and id(node) not in c.handled:
+        q = c.qualname(node)
+        if q in AMP_DECORATORS:
+            c.handled.add(id(node))
+            custom_fwd(c, node, q, [])
+            return
+    if id(node) in c.handled or not _is_maximal_chain(c, node):
+        if isinstance(node, cst.Attribute) and id(node) not in c.handled:
+            _attribute_syntax(c, node)
+        return
+    if c.extension_names and isinstance(node, cst.Attribute) and extension_call(c, node):
+        return
+    if isinstance(node, cst.Attribute):
+        _attribute_syntax(c, node)
+    q = c.qualname(node)
+    if q is None:
+        return
+    if c.library_names and library_use(c, node, q):
+        return
+    if q == "torch.cuda" and c.on("OA418") and isinstance(c.parent, (cst.Assign, cst.AnnAssign)):
+        c.report(node, "OA418", "an alias of torch.cuda hides which CUDA APIs the file uses")
+        return
+    code = lookup(c.api_exact, c.api_prefix, q)
+    if code is None:
+        return
+    if code == "OA302" and isinstance(c.parent, (cst.Comparison, cst.ComparisonTarget)):
+        c.report(node, "OA304", f"{c.rules['OA304'].summary}: `{q}`")  # what the comparison guards is a judgement
+        return
+    if code == "OA003" and _in_text(c):
+        return  # the CUDA version in a log line or a message steers nothing
+    rule = c.rules[code]
+    own = APIS.get(code)
+    if own is not None:  # a rule whose match needs code of its own
+        own(c, node, q)
+        return
+    if code == "OA118" and len(c.stack) >= 2 and isinstance(c.stack[-2], cst.Attribute) and \
+            c.stack[-2].attr.value in ("major", "minor", "multi_processor_count", "gcnArchName"):
+        c.report(node, code, f"{rule.summary}: `{q}(...).{c.stack[-2].attr.value}` is a CUDA property "
+                 "(no such field on other devices)")
+        return
+    canonical = rule.renames.get(q, q)
+    # a rename out of CUDA's namespace is the replacement on every target; one within it is then mapped
+    new = canonical if canonical != q and not canonical.startswith("torch.cuda.") else _api_target(c, rule, canonical)
+    message = f"{rule.summary}: `{q}`"
+    if new:
+        message += f" -> `{new}`"
+        call = c.parent
+        if new.endswith(")") and isinstance(call, cst.Call) and call.func is node and not call.args:
+            c.need_import("torch")  # the replacement is a whole call (is_backend_available(...))
+            c.report(call, code, message, expr(new))
+        elif new.endswith(")"):
+            c.report(node, code, message, suggestion=new)
+        elif rule.fix in ("safe", "unsafe"):
+            c.report(node, code, message, c.renamed(node, new))
+        else:
+            c.report(node, code, message, suggestion=new)
+        return
+    suggestion = rule_suggestion(c, rule) or c.target.device_module_form(canonical, c.min_torch)
+    if rule.fix in ("safe", "unsafe") and c.target.keeps_cuda:
+        return  # ROCm: torch.cuda is HIP; nothing to change
+    if rule.fix in ("safe", "unsafe"):
+        message += f" (no equivalent on {c.target.name})" if not c.target.neutral else \
+            f" (no neutral equivalent for torch >= {c.min_torch})"
+    c.report(node, code, message, suggestion=suggestion)
+
+
+_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log", "write"})
+
+
+def _in_text(c: FileCheck) -> bool:
+    """Whether the node being visited only goes into text: a part of an f-string, or an argument of
+    ``print``, a logger's or a stream's ``write`` (``print(f"CUDA {torch.version.cuda}")``)."""
+    for above in reversed(c.stack[:-1]):
+        if isinstance(above, cst.FormattedStringExpression):
+            return True
+        if isinstance(above, cst.Call):
+            f = above.func
+            return (isinstance(f, cst.Name) and f.value == "print") or \
+                (isinstance(f, cst.Attribute) and f.attr.value in _LOG_METHODS)
+        if isinstance(above, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            return False
+    return False
+
+
+@on(cst.Call)
+def _visit_getattr(c: FileCheck, node: cst.Call) -> None:
+    """``getattr(torch, "cuda")``: the attribute written dynamically."""
+    if getattr_name(node) is not None and _is_maximal_chain(c, node):
+        _visit_chain(c, node)  # type: ignore[arg-type]
+
+
+def _attribute_syntax(c: FileCheck, node: cst.Attribute) -> None:
+    """Attributes matched by name whatever the receiver (``.is_cuda``: tensors.py)."""
+    for handler in ATTRIBUTES.get(node.attr.value, ()):
+        handler(c, node)
+
+
+@on_attribute("cuda_stream")
+def _cuda_stream(c: FileCheck, node: cst.Attribute) -> None:
+    if c.on("OA410"):
+        c.report(node, "OA410", "`.cuda_stream` is a raw CUDA stream handle", heuristic=True)
+
+
+@on_keyword("use_cuda")
+def _use_cuda(c: FileCheck, node: cst.Call, q: str | None, a: cst.Arg) -> None:
+    if c.on("OA414"):
+        c.report(a, "OA414", "`use_cuda=` asks the profiler for CUDA activity",
+                 suggestion=f'use_device="{c.target.device}"' if c.target.device else None)
+
+
+@on_keyword("sort_by")
+def _sort_by(c: FileCheck, node: cst.Call, q: str | None, a: cst.Arg) -> None:
+    if c.on("OA414") and (string_value(a.value) or "").startswith("cuda"):
+        c.report(a.value, "OA414", "profiler sort key names CUDA time")
+
+
+def _api_target(c: FileCheck, rule: Rule, qualname: str) -> str | None:
+    t = c.target
+    if t.neutral and rule.replace_neutral:
+        if not version_at_least(c.min_torch, rule.neutral_min_torch or t.accelerator_min_torch) or c.acc is None:
+            return None
+        return rule.replace_neutral.format(acc=c.acc)
+    if not t.neutral and rule.replace:
+        fields = {"module": t.module, "device": t.device, "dist_const": t.dist_const,
+                  "dist_available": t.dist_available, "package": t.package, "dist_backend": t.dist_backend}
+        used = re.findall(r"{(\w+)}", rule.replace)
+        if t.keeps_cuda or any(not fields.get(u) for u in used):
+            return None
+        return rule.replace.format(**fields)
+    if rule.fix not in ("safe", "unsafe") and qualname not in t.api:
+        return None
+    return t.api_replacement(qualname, c.min_torch)
+
+
+def written_names(target: Target, catalogue: Catalogue, min_torch: str) -> set[str]:
+    """The dotted names ``fix`` can write for ``target`` in place of an API a rule matches by name (the
+    target table's [api] values, the rules' templates, torch.cuda.X mapped onto the target's module): each
+    must exist in the target's runtime, which the rehearsal's stand-ins answer (rules/targets/ [surface])."""
+    import types
+
+    c: Any = types.SimpleNamespace(target=target, min_torch=min_torch, acc=target.accelerator_expr(min_torch))
+    out = {new for new, _ in target.api.values() if new and "(" not in new}
+    handled = {*AMP_DEPRECATED, *AMP_DECORATORS, *GPU_AUTOCAST}
+    for rule in catalogue.rules.values():
+        if rule.targets and target.name not in rule.targets or rule.fix not in ("safe", "unsafe"):
+            continue
+        if rule.code == "OA109":
+            continue  # writes torch.empty / torch.tensor calls (_typed_tensor), never a name of the target's module
+        for api in rule.apis:
+            if api.endswith(".*") or api in handled:
+                continue
+            canonical = rule.renames.get(api, api)
+            new = canonical if canonical != api and not canonical.startswith("torch.cuda.") else \
+                _api_target(c, rule, canonical)
+            if new and "(" not in new:
+                out.add(new)
+    return out
+
+
+def rule_suggestion(c: FileCheck, rule: Rule) -> str | None:
+    t = c.target
+    if t.neutral:
+        return rule.suggest_neutral.format(acc=c.acc or "torch.accelerator.current_accelerator()") \
+            if rule.suggest_neutral else None
+    if rule.suggest and t.module:
+        return rule.suggest.format(module=t.module, device=t.device, package=t.package)
+    return None
+
+
+# -- the capability probes ----------------------------------------------------------------------------
+@on_finish
+def _stuck_probes(c: FileCheck) -> None:
+    """While a file still calls a CUDA-only API that nothing replaces, its CUDA probes stay CUDA probes:
+    a rewritten ``torch.cuda.is_available()`` would send the target down a path that fails there
+    (a guarded call, an early return, a flag stored for later), so those fixes become suggestions."""
+    cuda_only = {c for c, r in c.rules.items() if any(a.startswith("torch.cuda.") for a in r.apis)}
+    cuda_only |= {"OA003", "OA801", "OA802", "OA803"}
+    stuck = next((r for r in c.plan.reports if r.replacement is None and r.code in cuda_only
+                  and r.code not in ("OA117", "OA106")), None)
+    if stuck is None:
+        return
+    for report in c.plan.reports:
+        if report.code in ("OA117", "OA106") and report.replacement is not None:
+            report.suggestion = node_code(report.replacement)
+            report.replacement = None
+            report.message += f" (not rewritten: the file still calls a CUDA-only API ({stuck.code}); port " \
+                              "that first)"
+
+
+@on_finish
+def _conjunctions(c: FileCheck) -> None:
+    """``torch.cuda.is_available() and torch.cuda.is_bf16_supported()`` is one question: its probes are
+    rewritten together (the strictest fix class of them) or not at all. Half a port would answer it
+    for two devices at once (bf16 silently becoming fp16)."""
+    groups: dict[int, list[Report]] = {}
+    for r in c.plan.reports:
+        if r.conjunction is not None and r.code in PROBE_RULES:
+            groups.setdefault(r.conjunction, []).append(r)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        classes = {r.fix or c.rules[r.code].fix for r in members}
+        if any(r.replacement is None for r in members):
+            for r in members:
+                if r.replacement is not None:
+                    r.suggestion, r.replacement = node_code(r.replacement), None
+                    r.message += " (not rewritten: another probe in the same condition has no rewrite)"
+        elif len(classes) > 1:
+            strictest = "unsafe" if "unsafe" in classes else "safe"
+            for r in members:
+                r.fix = strictest
+                r.message += " (rewritten with the other probes of its condition)"
+

@@ -1,0 +1,188 @@
+"""OA7xx (and OA002), CUDA-only libraries: their imports and the uses of the names they bind.
+
+- An import of a module a rule lists (the catalogue's ``modules``: apex, flash_attn, xformers,
+  bitsandbytes, triton, cupy, pynvml, nvtx, ... and the vendors' transfer_to_* modules), in any scope.
+- Compiled CUDA extension modules by their name (``selective_scan_cuda``, ``causal_conv1d_cuda``), also
+  imported through ``importlib.import_module`` (OA714, heuristic); not a module of that name the linted
+  project has as Python source (``ops_cuda.py`` beside the file or in a folder above it).
+- Where a name such an import bound is used (``flash_attn_func(...)``, ``@triton.jit``, ``tl.load``): that is
+  the code to port. Not: an annotation (unless a library decorator compiles the function), an
+  availability test of the name, ``del``, or the library's pure-PyTorch reference of a kernel.
+
+Examples: rules/catalogue.toml [OA701] ... [OA714].
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import lru_cache
+
+import libcst as cst
+
+from opaudit.lint.rules.extensions import extension_name
+from opaudit.lint.walk import FileCheck, argument, dotted, imported_names, lookup, on, on_call, on_start, string_value
+
+COMPILED_EXTENSION = re.compile(r"[A-Za-z]\w*_cuda(?:_\w+)?")
+
+
+@on_start
+def _start(c: FileCheck, module: cst.Module, source: bytes) -> None:
+    c.library_names = {}  # a name bound by importing a CUDA-only library -> its rule
+
+
+@on(cst.Import, cst.ImportFrom)
+def _visit_import(c: FileCheck, node: cst.Import | cst.ImportFrom) -> bool:
+    """An import of a CUDA-only library (which claims the import: nothing else is said of it)."""
+    _remember_library_names(c, node)
+    names = imported_names(node)
+    for name in names:
+        code = _library_rule(c, name)
+        if code is not None:
+            rule = c.rules[code]
+            heuristic = code == "OA714" and _named_like_an_extension(name)
+            c.report(node, code, f"{rule.summary}: `{name}`", heuristic=heuristic)
+            return True
+    return False
+
+
+def _named_like_an_extension(name: str) -> bool:
+    """A top-level module named as compiled CUDA extensions are: selective_scan_cuda, causal_conv1d_cuda."""
+    return not name.startswith("torch") and COMPILED_EXTENSION.fullmatch(name.split(".")[0]) is not None
+
+
+def _compiled_extension(c: FileCheck, name: str) -> bool:
+    """A compiled CUDA extension module by its name, unless the linted project has Python source of that
+    name (its own ``ops_cuda.py``: a module that merely says what it is for)."""
+    return _named_like_an_extension(name) and name.split(".")[0] not in _project_modules(c.path)
+
+
+def _project_modules(path: str | None) -> frozenset[str]:
+    """The top-level modules the linted file's project has as Python source (``name.py``, a package folder
+    ``name/__init__.py``) in the file's folder and the folders above it, up to the project's root (the
+    first holding .git, pyproject.toml, setup.py or setup.cfg). Empty when the file is not on disk (stdin)."""
+    if path is None or not os.path.isfile(path):
+        return frozenset()
+    return _modules_from(os.path.dirname(os.path.abspath(path)))
+
+
+@lru_cache(maxsize=256)
+def _modules_from(folder: str) -> frozenset[str]:
+    names: set[str] = set()
+    while True:
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            entries = []
+        for e in entries:
+            if e.endswith(".py"):
+                names.add(e[:-3])
+            elif os.path.isfile(os.path.join(folder, e, "__init__.py")):
+                names.add(e)
+        if any(m in entries for m in (".git", "pyproject.toml", "setup.py", "setup.cfg")):
+            break
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return frozenset(names)
+
+
+def _library_rule(c: FileCheck, name: str) -> str | None:
+    """The rule of the CUDA-only library that ``name`` (a module or a name in it) comes from."""
+    parts = name.split(".")
+    code = next((c.modules[".".join(parts[:n])] for n in range(len(parts), 0, -1)
+                 if ".".join(parts[:n]) in c.modules), None)
+    if code is None and "OA714" in c.selected and _compiled_extension(c, name):
+        code = "OA714"
+    return code
+
+
+def _remember_library_names(c: FileCheck, node: cst.Import | cst.ImportFrom) -> None:
+    """The names an import of a CUDA-only library binds, so that their uses are found too."""
+    if isinstance(node, cst.ImportFrom) and (node.relative or node.module is None or
+                                             isinstance(node.names, cst.ImportStar)):
+        return
+    for alias in node.names:  # type: ignore[union-attr]
+        full = dotted(alias.name) or ""
+        if isinstance(node, cst.ImportFrom):
+            full = f"{dotted(node.module) or ''}.{full}"  # type: ignore[arg-type]
+        code = _library_rule(c, full)
+        if code is None:
+            continue
+        asname = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else None
+        bound = asname or (full.rsplit(".", 1)[-1] if isinstance(node, cst.ImportFrom) else full.split(".")[0])
+        c.library_names[bound] = code
+
+
+@on_call("importlib.import_module")
+def _import_module(c: FileCheck, node: cst.Call, q: str) -> None:
+    if c.on("OA714"):
+        a = argument(node, 0, "name")
+        name = string_value(a.value) if a is not None else None
+        if name is not None and _compiled_extension(c, name):
+            c.report(node, "OA714", f"{c.rules['OA714'].summary}: `{name}`", heuristic=True)
+            extension_name(c, node)
+
+
+def library_use(c: FileCheck, node: cst.CSTNode, q: str) -> bool:
+    """A use of a name from a CUDA-only library (flash_attn_func(...), @triton.jit, tl.load, bnb.optim...):
+    reported where it is used, since that is the code to port, unless a more specific rule owns it."""
+    root = (dotted(node) or "").split(".")[0]
+    code = c.library_names.get(root)
+    if code is None or lookup(c.api_exact, c.api_prefix, q) is not None:
+        return False
+    if not _runs_library_code(c, node, q):
+        return True  # the name is there, but nothing of the library runs
+    c.report(node, code, f"{c.rules[code].summary}: `{q}` used here",
+             heuristic=code == "OA714" and _named_like_an_extension(q))
+    return True
+
+
+# a library's pure-PyTorch reference of its kernel (attention_ref, apply_rotary_emb_torch,
+# multi_scale_deformable_attn_pytorch, a _ref module): it runs on any device
+REFERENCE_IMPLEMENTATION = re.compile(r"(?:^|_)ref(?:erence)?$|(?<!_in)_(?:py)?torch$")
+
+
+def _library_decorated(c: FileCheck, above: list[cst.CSTNode]) -> bool:
+    """Whether the innermost function in ``above`` has a decorator from a CUDA-only library (its
+    annotations are then read by that library's compiler)."""
+    func = next((n for n in reversed(above) if isinstance(n, cst.FunctionDef)), None)
+    if func is None:
+        return False
+    for d in func.decorators:
+        target = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
+        if (dotted(target) or "").split(".")[0] in c.library_names:
+            return True
+    return False
+
+
+def _runs_library_code(c: FileCheck, node: cst.CSTNode, q: str) -> bool:
+    """Whether a use of a CUDA-only library's name runs its code. Not: a type annotation, an
+    availability test of the name the import bound (``if flash_attn_func is None``, ``if not xops:``),
+    ``del name``, or the library's pure-PyTorch reference of a kernel."""
+    if any(REFERENCE_IMPLEMENTATION.search(part) for part in q.split(".")[1:]):
+        return False
+    for i in range(len(c.stack) - 1, -1, -1):
+        if isinstance(c.stack[i], cst.Annotation):
+            return _library_decorated(c, c.stack[:i])  # @triton.jit compiles `BLOCK: tl.constexpr`
+        if isinstance(c.stack[i], cst.Del):
+            return False
+        if isinstance(c.stack[i], cst.BaseStatement):
+            break
+    child = node
+    for parent in reversed(c.stack):
+        if isinstance(parent, cst.Comparison):
+            return not (isinstance(node, cst.Name) and len(parent.comparisons) == 1 and parent.left is child and
+                        isinstance(parent.comparisons[0].operator, (cst.Is, cst.IsNot)) and
+                        isinstance(parent.comparisons[0].comparator, cst.Name) and
+                        parent.comparisons[0].comparator.value == "None")
+        if isinstance(parent, (cst.If, cst.While, cst.Assert, cst.IfExp)):
+            # (reading an attribute of the library runs its code: `if multi_tensor_applier.available:`)
+            return getattr(parent, "test", None) is not child or not isinstance(node, cst.Name)
+        if not (isinstance(parent, cst.BooleanOperation) or
+                isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not)):
+            return True
+        child = parent
+    return True
+
