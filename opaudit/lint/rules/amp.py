@@ -17,12 +17,14 @@ from typing import Any
 
 import libcst as cst
 
+from opaudit.lint.catalogue import version_at_least
 from opaudit.lint.rules.devices import device_arg_text
 from opaudit.lint.walk import FileCheck, comma, equal, expr, on, on_builtin, on_call, on_call_prefix, string_value
 
 AMP_DEPRECATED = {"torch.cuda.amp.autocast": "torch.amp.autocast", "torch.cuda.amp.GradScaler": "torch.amp.GradScaler",
                   "torch.cuda.amp.autocast_mode.autocast": "torch.amp.autocast",
                   "torch.cuda.amp.grad_scaler.GradScaler": "torch.amp.GradScaler"}
+GRAD_SCALER_SINCE = "2.3"  # torch.amp.GradScaler(device): PyTorch 2.3's release notes
 AMP_DECORATORS = {"torch.cuda.amp.custom_fwd": "torch.amp.custom_fwd",
                   "torch.cuda.amp.custom_bwd": "torch.amp.custom_bwd"}
 GPU_AUTOCAST = {"torch.get_autocast_gpu_dtype": "torch.get_autocast_dtype",
@@ -36,6 +38,15 @@ def _deprecated(c: FileCheck, node: cst.Call, q: str) -> None:
         return
     code = "OA201" if AMP_DEPRECATED[q] == "torch.amp.autocast" else "OA202"
     c.handled.add(id(node.func))
+    if code == "OA202" and not version_at_least(c.min_torch, GRAD_SCALER_SINCE):
+        # torch.amp.GradScaler(device) came with PyTorch 2.3: older ones keep the device module's own
+        module = c.target.module
+        if c.target.keeps_cuda:
+            return  # ROCm: torch.cuda.amp.GradScaler is its scaler until then
+        c.report(node, code, f"{c.rules[code].summary}: `{q}` (torch.amp.GradScaler needs torch >= "
+                 f"{GRAD_SCALER_SINCE}; --min-torch is {c.min_torch})",
+                 suggestion=f"{module}.amp.GradScaler(...)" if module and module != "torch.cuda" else None)
+        return
     dev = device_arg_text(c, type_only=True)
     new = None
     if dev is not None:
