@@ -599,7 +599,7 @@ def _local_names(node: cst.CSTNode, *, deep: bool = True) -> tuple[set[str], set
     imported: set[str] = set()
     if isinstance(node, (cst.FunctionDef, cst.Lambda)):
         params = node.params
-        names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+        names = parameter_names(node)
         for star in (params.star_arg, params.star_kwarg):
             if isinstance(star, cst.Param):
                 names.add(star.name.value)
@@ -622,6 +622,22 @@ def _target_names(target: cst.CSTNode) -> Iterator[str]:
             yield from _target_names(e.value)
     elif isinstance(target, cst.StarredElement):
         yield from _target_names(target.value)
+
+
+def comparison_operands(node: cst.Comparison) -> list[cst.BaseExpression]:
+    """The operands of a comparison, with the elements of a tuple, list or set among them
+    (``x in ("cuda", "cpu")``)."""
+    operands: list[cst.BaseExpression] = [node.left] + [t.comparator for t in node.comparisons]
+    for op in list(operands):
+        if isinstance(op, (cst.Tuple, cst.List, cst.Set)):
+            operands += [e.value for e in op.elements]
+    return operands
+
+
+def parameter_names(function: cst.FunctionDef | cst.Lambda) -> set[str]:
+    """The names of a function's parameters, ``*args`` and ``**kwargs`` aside."""
+    params = function.params
+    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
 
 
 def rebinds(function: cst.FunctionDef, name: str) -> bool:

@@ -28,6 +28,7 @@ from opaudit.lint.walk import (
     Report,
     argument,
     comma,
+    comparison_operands,
     expr,
     node_code,
     on,
@@ -37,6 +38,7 @@ from opaudit.lint.walk import (
     on_method,
     on_start,
     on_string,
+    parameter_names,
     rebinds,
     string_value,
     subtree,
@@ -450,9 +452,7 @@ def _a_parameter(c: FileCheck, probed: cst.CSTNode | None) -> bool:
     function = next((n for n in reversed(c.stack) if isinstance(n, (cst.FunctionDef, cst.Lambda))), None)
     if function is None:
         return False
-    params = function.params
-    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
-    if probed.value not in names:
+    if probed.value not in parameter_names(function):
         return False
     if isinstance(function, cst.Lambda):
         return True
@@ -474,11 +474,7 @@ def _probed(node: cst.Comparison, string: cst.CSTNode) -> cst.CSTNode | None:
 
 @on(cst.Comparison)
 def _visit_comparison(c: FileCheck, node: cst.Comparison) -> None:
-    operands: list[cst.BaseExpression] = [node.left] + [t.comparator for t in node.comparisons]
-    for op in list(operands):
-        if isinstance(op, (cst.Tuple, cst.List, cst.Set)):
-            operands += [e.value for e in op.elements]
-    for op in operands:
+    for op in comparison_operands(node):
         s = string_value(op)
         if s is None:
             continue

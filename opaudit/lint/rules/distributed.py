@@ -19,6 +19,7 @@ from opaudit.lint.rules.devices import device_string, holds_a_device, value_hold
 from opaudit.lint.walk import (
     FileCheck,
     argument,
+    comparison_operands,
     expr,
     on,
     on_call,
@@ -148,11 +149,7 @@ def _nccl_value(c: FileCheck, node: cst.SimpleString, s: str) -> None:
 
 @on(cst.Comparison)
 def _visit_comparison(c: FileCheck, node: cst.Comparison) -> None:
-    operands: list[cst.BaseExpression] = [node.left] + [t.comparator for t in node.comparisons]
-    for op in list(operands):
-        if isinstance(op, (cst.Tuple, cst.List, cst.Set)):
-            operands += [e.value for e in op.elements]
-    for op in operands:
+    for op in comparison_operands(node):
         s = string_value(op)
         if s in ("nccl", "NCCL"):
             c.handled.add(id(op))

@@ -17,6 +17,7 @@ import libcst as cst
 from opaudit.lint.walk import (
     FileCheck,
     argument,
+    comparison_operands,
     on,
     on_call,
     on_keyword,
@@ -71,11 +72,7 @@ def _visit_dict(c: FileCheck, node: cst.Dict) -> None:
 @on(cst.Comparison)
 def _visit_comparison(c: FileCheck, node: cst.Comparison) -> None:
     """``"NCCL_DEBUG" in os.environ``."""
-    operands: list[cst.BaseExpression] = [node.left] + [t.comparator for t in node.comparisons]
-    for op in list(operands):
-        if isinstance(op, (cst.Tuple, cst.List, cst.Set)):
-            operands += [e.value for e in op.elements]
-    for op in operands:
+    for op in comparison_operands(node):
         s = string_value(op)
         if s is not None and (s in c.env_names or s.startswith(tuple(c.env_prefixes))):
             right = node.comparisons[0].comparator if node.comparisons else None
