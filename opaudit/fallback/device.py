@@ -403,17 +403,34 @@ def _swap_parameters() -> Callable[[], None]:
     wte), as on a plugin's device: a CPU tensor and a simulated one are no compatible shallow-copy types,
     so Module._apply would make a new Parameter per module; swapping the tensors in place keeps them. Only
     in ``_apply``: the same switch makes ``load_state_dict`` swap too, which fails on modules that keep
-    weak references to their parameters (an LSTM's flat weights), where the device copies in place."""
+    weak references to their parameters (an LSTM's flat weights), where the device copies in place.
+
+    The swap makes each new Parameter with ``detach().requires_grad_()``, which a device whose tensors are
+    compatible types (a GPU, a plugin's device) never runs: those ops run with the dispatch and function
+    modes set aside, so a trace records what ``model.to()`` does on a device (the copies), not the swap."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
     future = torch.__future__
     original = torch.nn.Module._apply
+    parameter = torch.nn.Parameter
+    make = parameter.__new__
+
+    def quiet_new(cls: type, data: Any = None, requires_grad: bool = True) -> Any:
+        with _disable_current_modes(), torch._C.DisableTorchFunction():
+            return make(cls, data, requires_grad)
 
     def _apply(self: torch.nn.Module, fn: Any, recurse: bool = True) -> Any:
         before = future.get_swap_module_params_on_conversion()
+        outermost = parameter.__new__ is make
         future.set_swap_module_params_on_conversion(True)
+        if outermost:
+            parameter.__new__ = staticmethod(quiet_new)  # type: ignore[assignment]
         try:
             return original(self, fn, recurse)
         finally:
             future.set_swap_module_params_on_conversion(before)
+            if outermost:
+                parameter.__new__ = make  # type: ignore[method-assign]
 
     patch = Patches()
     patch(torch.nn.Module, "_apply", _apply)

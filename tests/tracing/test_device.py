@@ -46,6 +46,12 @@ def test_a_cuda_script_takes_its_cuda_path_without_a_gpu(tmp_path):
     assert {("aten::randint.default", "host"), ("aten::stack.default", "host"),
             ("aten::_to_copy.default", "mixed")} <= where
     assert ("aten::_local_scalar_dense.default", "device") in where  # loss.item()
+    # model.to(device) copies the parameters, as on a GPU; the simulation's swap of Parameter objects
+    # (detach, requires_grad_) is not the script's and is not recorded
+    line = SCRIPT.read_text().splitlines().index("model = TinyLM().to(device)") + 1
+    at_to = {r["op"] for r in records if r["source"] and r["source"].endswith(f"{SCRIPT.name}:{line}")}
+    assert "aten::_to_copy.default" in at_to
+    assert not at_to & {"aten::requires_grad_.default", "aten::detach.default"}
     # the audit holds the device's records to the target: musa 1.3.0 lacks the fused AdamW, as the rehearsal says
     (verdict,) = json.loads(audit.read_text())["targets"]
     assert verdict["target"] == "musa@1.3.0" and verdict["missing"] == ["_fused_adamw_ (optimizer)"]
