@@ -1,5 +1,6 @@
-"""The trace on a stand-in CUDA device in C++ (cuda_stand_in.py) against the trace on the rehearsal's simulated
-CUDA device (Python wrapper tensors), the path ``opaudit trace`` takes today.
+"""The trace on the C++ stand-in for CUDA (opaudit.standin, the command line's device for CUDA code) against the
+trace on the rehearsal's simulated CUDA device (Python wrapper tensors, the device where the stand-in is not
+loaded), and both against a real GPU's.
 
     python bench/cuda_stand_in_trace.py [--rounds 7] [--compare] [--out bench/results/cuda_stand_in_trace.json]
 
@@ -10,11 +11,12 @@ each round outside the timed region, as tracer_overhead.py --device cuda has it)
 one process; the ratio per round over eager, median over rounds.
 
 ``--compare``: the records of ``opaudit trace`` on the scripts of tests/tracing/test_device.py, on the
-simulated device (the command line) and on the stand-in (trace_script in a process that preloads the stand-in),
-counted per (op, kind, phase, where, dtypes); the keys whose calls differ. With ``--gpu DIR``, both are also
-compared with the same scripts traced on a real GPU (``<script>.json`` in DIR, each written there by
-``python bench/cuda_stand_in_trace.py --real-cuda --trace-one OUT SCRIPT [ARGS]``: trace_script on the machine's
-own CUDA device; bench/results/cuda_stand_in_gpu/ holds those of an H200 with torch 2.11.0+cu130).
+simulated device (``OPAUDIT_CUDA_STAND_IN=0``) and on the stand-in (the default), counted per (op, kind, phase,
+where, dtypes); the keys whose calls differ (tests/tracing/test_stand_in.py asserts there are none). With
+``--gpu DIR``, both are also compared with the same scripts traced on a real GPU (``<script>.json`` in DIR,
+each written there by ``python bench/cuda_stand_in_trace.py --real-cuda --trace-one OUT SCRIPT [ARGS]``:
+trace_script on the machine's own CUDA device; bench/results/cuda_stand_in_gpu/ holds those of an H200 with
+torch 2.11.0+cu130).
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-import cuda_stand_in  # noqa: E402
+sys.path.insert(0, str(ROOT))
+from opaudit import standin  # noqa: E402
 
 SCRIPTS = [
     ("lm-bf16-fused", ROOT / "tests" / "fixtures" / "scripts" / "cuda_bf16_fused.py", []),
@@ -46,16 +48,13 @@ SCRIPTS = [
 KEY = ("op", "kind", "phase", "where", "dtypes")
 
 
-def trace_one(out: str, script: str, argv: list[str], real: bool) -> None:
-    """In this process (stand-in preloaded, or ``real``: on the machine's own GPU): opaudit's script trace with
-    that device as the device."""
+def trace_one(out: str, script: str, argv: list[str]) -> None:
+    """On the machine's own GPU: opaudit's script trace with that device as the device."""
     import torch
 
     import opaudit.tracing.script as script_trace
 
-    if not real:
-        cuda_stand_in.install()
-    name = f"real cuda {torch.version.cuda}" if real else "cuda (C++ stand-in)"
+    name = f"real cuda {torch.version.cuda}"
 
     @contextmanager
     def on_device(device):
@@ -83,10 +82,9 @@ def compare(tmp: Path, gpu: Path | None) -> list[dict]:
     rows = []
     for name, script, argv in SCRIPTS:
         sim, native = tmp / f"{name}.sim.json", tmp / f"{name}.stand-in.json"
-        subprocess.run([sys.executable, "-m", "opaudit", "trace", "-q", "--no-audit", "--json", str(sim), "--",
-                        str(script), *argv], check=True, env=env, cwd=tmp, capture_output=True)
-        subprocess.run([sys.executable, __file__, "--trace-one", str(native), str(script), *argv], check=True,
-                       env=env, cwd=tmp, capture_output=True)
+        for path, engine in ((sim, {"OPAUDIT_CUDA_STAND_IN": "0"}), (native, {})):
+            subprocess.run([sys.executable, "-m", "opaudit", "trace", "-q", "--no-audit", "--json", str(path), "--",
+                            str(script), *argv], check=True, env={**env, **engine}, cwd=tmp, capture_output=True)
         a, b = counts(sim), counts(native)
         row = {"script": name, "keys_simulated": len(a), "keys_stand_in": len(b),
                "simulated_vs_stand_in": differences(a, b, ("simulated", "stand_in"))}
@@ -113,7 +111,7 @@ def timing(rounds: int, threads: int) -> list[dict]:
     from opaudit.tracing.recorder import Recording, recording
     from opaudit.tracing.run import _call
 
-    cuda_stand_in.install()
+    standin.install()
     torch.set_num_threads(threads)
     target = cuda_target()
 
@@ -186,11 +184,11 @@ def main() -> None:
     args = ap.parse_args()
     if args.trace_one:
         if not args.real_cuda:
-            cuda_stand_in.preload()
+            sys.exit("--trace-one traces on this machine's GPU: give --real-cuda")
         out, script, *argv = args.trace_one
-        return trace_one(out, script, argv, args.real_cuda)
-    cuda_stand_in.build()
-    cuda_stand_in.preload()
+        return trace_one(out, script, argv)
+    if args.rounds and standin.prepare(note=print) is not None:
+        sys.exit(f"the CUDA stand-in is not available: {standin.reason()}")
     load_before = os.getloadavg()[0]
     result: dict = {"benchmark": "cuda_stand_in_trace", "rounds": args.rounds}
     if args.rounds:

@@ -11,9 +11,12 @@ traced / eager, which a machine whose speed drifts between rounds does not skew.
 forward, <= 1.5 train.
 
 ``--device cuda`` measures what ``opaudit scan`` and ``opaudit trace`` do by default: the traced run on
-the simulated CUDA device (a copy of the model moved there, the simulation entered each round outside
-the timed region, as it is once per process), against eager on the CPU; and, to tell the two costs
-apart, the same workload on the simulated device without the recorder (``simulated_ms``).
+CUDA without a GPU (a copy of the model moved there), against eager on the CPU; and, to tell the two
+costs apart, the same workload on that device without the recorder (``simulated_ms``). ``--engine``
+picks the device: ``stand-in`` (the default, as the command line has it: opaudit.standin's C++ CUDA,
+loaded before torch; -> tracer_overhead_cuda.json) or ``simulator`` (the rehearsal's simulated device,
+the library API's in a process that imported torch first, entered each round outside the timed region,
+as it is once per process; -> tracer_overhead_cuda_simulator.json).
 """
 
 from __future__ import annotations
@@ -26,9 +29,16 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+if "cuda" in sys.argv and "simulator" not in sys.argv:  # before torch: the stand-in's hooks (opaudit.standin)
+    from opaudit import standin
+
+    if standin.prepare(note=print) is not None:
+        sys.exit(f"the CUDA stand-in is not available: {standin.reason()}")
+
+import torch  # noqa: E402
+
 sys.path.insert(0, str(ROOT / "examples"))
 
 import hf_models  # noqa: E402
@@ -92,6 +102,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--engine", choices=("stand-in", "simulator"), default="stand-in",
+                    help="with --device cuda: the device CUDA runs on (module doc)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if args.device == "cuda":
@@ -129,21 +141,31 @@ def main() -> None:
 
 
 def main_cuda(args) -> None:
+    from contextlib import nullcontext
+
     from opaudit.fallback.simulator import Simulator
     from opaudit.tracing.device import cuda_target
 
+    stand_in = args.engine == "stand-in"
     target = cuda_target()
-    args.out = args.out or str(ROOT / "bench" / "results" / "tracer_overhead_cuda.json")
+    name_out = "tracer_overhead_cuda.json" if stand_in else "tracer_overhead_cuda_simulator.json"
+    args.out = args.out or str(ROOT / "bench" / "results" / name_out)
+    if stand_in:
+        standin.install()
+
+    def device():  # entered each round: the simulation (a no-op for the stand-in) and the default device
+        return nullcontext("cuda") if stand_in else Simulator(target)
+
     results = []
     for name, model, inputs, loss_fn in models():
-        with Simulator(target) as sim:
-            dev_model, dev_inputs = on_device(model, inputs, torch.device(sim.name))
+        with device() as sim:
+            dev_model, dev_inputs = on_device(model, inputs, torch.device(sim if stand_in else sim.name))
             dev_work = workloads(dev_model, dev_inputs, loss_fn)
         work = workloads(model, inputs, loss_fn)
         for kind, fn in work.items():
             def simulated(traced: bool, fn=dev_work[kind], root=dev_model) -> float:
                 # the device as the default device, as opaudit.trace has it (the loss makes its labels)
-                with Simulator(target) as sim, torch.device(sim.name):
+                with device() as sim, torch.device(sim if stand_in else sim.name):
                     return timed(fn, traced, root)
 
             for _ in range(2):  # warm up: first calls allocate, initialise optimizer state, import
@@ -167,7 +189,8 @@ def main_cuda(args) -> None:
                   f"(simulation alone {row['simulated_ratio']:.2f}; goal <= {GOALS[kind]})", flush=True)
     out = {
         "benchmark": "tracer_overhead_cuda",
-        "device": f"simulated {target}",
+        "device": f"{'the C++ stand-in for' if stand_in else 'simulated'} {target}",
+        "engine": args.engine,
         "rounds": args.rounds,
         "torch": torch.__version__,
         "python": platform.python_version(),

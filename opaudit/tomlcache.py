@@ -23,17 +23,21 @@ from opaudit.data import tomllib
 MIN_SIZE = 4096  # smaller texts parse faster than a file can be opened
 
 
+def cache_root() -> Path | None:
+    """opaudit's cache folder (module doc), None when it is off; opaudit.standin builds there too."""
+    env = os.environ.get("OPAUDIT_CACHE_DIR")
+    if env is not None:
+        return Path(env) if env.strip() else None
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return Path(xdg) / "opaudit" if xdg else Path.home() / ".cache" / "opaudit"
+
+
 @cache
 def cache_dir() -> Path | None:
     """Where parses are kept (module doc); None when the cache is off."""
-    env = os.environ.get("OPAUDIT_CACHE_DIR")
-    if env is not None:
-        if not env.strip():
-            return None
-        base = Path(env)
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        base = Path(xdg) / "opaudit" if xdg else Path.home() / ".cache" / "opaudit"
+    base = cache_root()
+    if base is None:
+        return None
     # marshal's format belongs to one Python version
     return base / f"toml-py{sys.version_info[0]}{sys.version_info[1]}-m{marshal.version}"
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,6 +23,13 @@ import opaudit  # noqa: E402
 
 # The parse cache of the TOML data (opaudit.tomlcache) goes to a folder of this test process, not to the
 # user's ~/.cache: the suite writes nothing outside its temporary folders. The CLI's subprocesses inherit it.
+# The C++ stand-in for CUDA (opaudit.standin), which the CLI's trace and scan load, is built once for all the
+# suite's processes (its workers share it under a lock) in the temporary folder, and kept for the next run.
+if "OPAUDIT_CUDA_STAND_IN_BUILD" not in os.environ:
+    from opaudit import standin
+
+    os.environ["OPAUDIT_CUDA_STAND_IN_BUILD"] = str(Path(tempfile.gettempdir()) / f"opaudit-test-{os.getuid()}"
+                                                    / "cuda-stand-in" / standin.build_dir().name)
 if "OPAUDIT_CACHE_DIR" not in os.environ:
     _CACHE = tempfile.mkdtemp(prefix="opaudit-test-cache-")
     os.environ["OPAUDIT_CACHE_DIR"] = _CACHE

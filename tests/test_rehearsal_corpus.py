@@ -41,7 +41,7 @@ def test_the_corpus_script_rehearses_a_program_three_ways(tmp_path):
     assert all(r["trains"] for r in runs.values())
     assert runs["cpu"]["probe"]["device"] == "cpu" and runs["cpu"]["probe"]["backwards"] == 4
     assert runs["sim:ascend"]["probe"]["device"] == "npu:0" and runs["sim:musa"]["probe"]["device"] == "musa:0"
-    assert runs["port"]["probe"]["device"] == "npu:0" and runs["trace"]["probe"]["device"] == "cudasim:0"
+    assert runs["port"]["probe"]["device"] == "npu:0" and runs["trace"]["probe"]["device"] == "cuda:0"
     for kind in ("sim:ascend", "sim:musa", "port", "trace"):
         assert runs[kind]["loss_reference"] == "cpu" and runs[kind]["loss_match"], runs[kind]["loss_rel_diff"]
     for kind in ("sim:ascend", "sim:musa", "port"):

@@ -66,6 +66,8 @@ def scan(
 ) -> None:
     """Trace every aten op a model hits (forward; with --train also backward and optimizer) and check it
     against each target."""
+    if mode != Mode.meta and mode != Mode.fake:
+        cuda_stand_in(device.value)
     from opaudit.zoo.specs import load_spec
 
     opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json, lint_paths)
@@ -107,6 +109,7 @@ def trace(
     lint_paths: AlsoLint = None,
 ) -> None:
     """Run an unmodified script under the recorder: opaudit trace [OPTIONS] -- script.py ARGS..."""
+    cuda_stand_in(device.value)
     from opaudit.tracing.script import trace_script
 
     args = list(ctx.args)
@@ -121,6 +124,23 @@ def trace(
         if result.meta.status == "stopped":
             err.print(f"{result.meta.error}; the trace holds what ran until then", style="yellow")
         finish(result, json_path, top, quiet, opts)
+
+
+def cuda_stand_in(device: str) -> None:
+    """Before torch is imported: where the code runs on cuda, load opaudit's C++ stand-in for CUDA (built on
+    first use; opaudit.standin), else the trace runs on the rehearsal's simulated device, as it does when
+    the stand-in cannot be built (said here) or is turned off (OPAUDIT_CUDA_STAND_IN=0)."""
+    if device != "cuda":
+        return
+    from opaudit import standin
+
+    def note(text: str) -> None:
+        err.print(text, style="dim", markup=False, highlight=False)
+
+    why = standin.prepare(note=note)
+    if why is not None and why.startswith("building"):
+        note(f"{why}\nthe code runs on the simulated CUDA device instead (slower; OPAUDIT_CUDA_STAND_IN=0 skips "
+             "the build)")
 
 
 def report(

@@ -38,7 +38,7 @@ from opaudit.fallback.tensor import SimTensor, state
 if TYPE_CHECKING:
     from opaudit.fallback.simulator import Simulator
 
-_TOTAL_MEMORY = 64 * 2**30  # what memory queries report as the device's size (no real device to ask)
+TOTAL_MEMORY = 64 * 2**30  # what memory queries report as the device's size (no real device to ask)
 
 
 def _index(device: Any) -> int:
@@ -161,7 +161,7 @@ class SimDevice(types.ModuleType):
         return f"{self.device_name} (simulated by opaudit)"
 
     def get_device_properties(self, device: Any = None) -> Any:
-        return types.SimpleNamespace(name=self.get_device_name(), total_memory=_TOTAL_MEMORY,
+        return types.SimpleNamespace(name=self.get_device_name(), total_memory=TOTAL_MEMORY,
                                      multi_processor_count=1, type=self.device_name)
 
     def get_device_capability(self, device: Any = None) -> None:
@@ -190,7 +190,7 @@ class SimDevice(types.ModuleType):
         memory.empty_cache()
 
     def mem_get_info(self, device: Any = None) -> tuple[int, int]:
-        return _TOTAL_MEMORY - memory.counts(_index(device)).reserved, _TOTAL_MEMORY
+        return TOTAL_MEMORY - memory.counts(_index(device)).reserved, TOTAL_MEMORY
 
     def memory_stats(self, device: Any = None) -> dict[str, int]:
         c = memory.counts(_index(device))
@@ -261,7 +261,7 @@ def enter(sim: Simulator) -> list[Callable[[], None]]:
     undo: list[Callable[[], None]] = []
     undo.append(_foreach(sim))
     undo.append(_autocast(sim))
-    undo.append(_collectives(sim))
+    undo.append(collectives(sim))
     undo.append(_plugin_module(sim))
     undo.append(_surface(sim))
     undo.append(_pinning())
@@ -290,13 +290,17 @@ def cuda_build(torch_version: str) -> dict[str, Any]:
 
 
 def _cuda_build(sim: Simulator) -> Callable[[], None]:
-    """The simulated CUDA device answers as PyPI's CUDA wheel of the release's PyTorch on its GPU
-    (cuda_build): the versions of CUDA, cuDNN and NCCL, and the GPU's name, capability and size."""
+    return answer_as_cuda_build(sim.release.torch, getattr(torch, sim.name))
+
+
+def answer_as_cuda_build(torch_version: str, module: Any) -> Callable[[], None]:
+    """A simulated CUDA device (``module``: its device module) answers as PyPI's CUDA wheel of
+    ``torch_version`` on its GPU (cuda_build): the versions of CUDA, cuDNN and NCCL, and the GPU's name,
+    capability and size. Returns the undo."""
     import torch.backends.cudnn as cudnn
 
-    build = cuda_build(sim.release.torch)
+    build = cuda_build(torch_version)
     gpu = build["gpu"]
-    module = getattr(torch, sim.name)
     major, minor = gpu["capability"]
     name = f"{gpu['name']} (simulated by opaudit)"
     properties = types.SimpleNamespace(
@@ -604,7 +608,9 @@ def _one_rank_group(name: str) -> Any:
     return OneRank
 
 
-def _collectives(sim: Simulator) -> Callable[[], None]:
+def collectives(sim: Simulator) -> Callable[[], None]:
+    """The target's collective backend as a process group of one rank (module doc; opaudit.standin uses it
+    for ``nccl``); returns the undo."""
     if not torch.distributed.is_available():
         return lambda: None
     import torch.distributed as dist

@@ -119,12 +119,13 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     stats: Stats = ctx.stats
     rec = None
     if record:
+        from opaudit.tracing.device import simulated_meta
         from opaudit.tracing.run import Recorder
 
         sim = ctx if simulate is not None else None  # a rehearsal's trace tells the host's calls apart
         rec = Recorder(source={"kind": "script", "path": shown, "argv": argv, "module": module},
                        device=sim.device_type if sim is not None else None,
-                       simulated={"target": sim.target, "name": sim.name} if sim is not None else None)
+                       simulated=simulated_meta(sim))
     failure: BaseException | None = None
     # a crash in native code cannot be caught: at least Python's traceback (with the user's line) is printed
     crash_report = not faulthandler.is_enabled()

@@ -23,6 +23,7 @@ from opaudit.errors import InputError
 
 if TYPE_CHECKING:
     from opaudit.fallback.simulator import Simulator
+    from opaudit.standin import StandIn
 
 DEVICES = ("cuda", "cpu")
 
@@ -49,11 +50,16 @@ def check_device(device: str) -> None:
 
 
 @contextmanager
-def on_device(device: str) -> Iterator[Simulator | None]:
+def on_device(device: str) -> Iterator[Simulator | StandIn | None]:
     """Run the body on ``device``: ``cuda`` is simulated (module doc), ``cpu`` is the CPU as it is."""
     check_device(device)
     if device == "cpu":
         yield None
+        return
+    from opaudit import standin
+
+    if standin.active():  # loaded before torch (the command line): real CUDA tensors (standin's doc)
+        yield standin.install()
         return
     from opaudit.fallback.simulator import Simulator
 
@@ -65,6 +71,9 @@ def on_device(device: str) -> Iterator[Simulator | None]:
         yield sim
 
 
-def simulated_meta(sim: Simulator | None) -> dict[str, Any] | None:
-    """What TraceMeta.simulated records of a simulation."""
-    return None if sim is None else {"target": sim.target, "name": sim.name}
+def simulated_meta(sim: Simulator | StandIn | None) -> dict[str, Any] | None:
+    """What TraceMeta.simulated records of a simulation: the CUDA release, the device's name, and the engine
+    (``stand-in``: opaudit.standin's C++ device; ``simulator``: the rehearsal's simulated device)."""
+    if sim is None:
+        return None
+    return {"target": sim.target, "name": sim.name, "engine": getattr(sim, "engine", "simulator")}

@@ -26,15 +26,22 @@ def _records(path):
     return json.loads(path.read_text())["records"]
 
 
-def test_a_cuda_script_takes_its_cuda_path_without_a_gpu(tmp_path):
+# the command line's two engines for CUDA: the C++ stand-in (opaudit.standin, the default where it builds) and
+# the rehearsal's simulated device (where it does not, or OPAUDIT_CUDA_STAND_IN=0)
+ENGINES = {"stand-in": ({}, "cuda"), "simulator": ({"OPAUDIT_CUDA_STAND_IN": "0"}, "cudasim")}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_cuda_script_takes_its_cuda_path_without_a_gpu(tmp_path, engine):
+    env, name = ENGINES[engine]
     out = tmp_path / "cuda.json"
     audit = tmp_path / "audit.json"
     rc, stdout, stderr = run_cli("trace", "-q", "--json", str(out), "-t", "musa@1.3.0", "--audit-json", str(audit),
-                                 "--", str(SCRIPT), cwd=tmp_path)
+                                 "--", str(SCRIPT), cwd=tmp_path, env=env)
     assert rc == 0, stderr[-2000:]
     assert "(bfloat16, cuda)" in stdout  # torch.cuda.is_available() and is_bf16_supported() answered True
     meta = json.loads(out.read_text())["meta"]
-    assert meta["device"] == "cuda" and meta["simulated"]["name"] == "cudasim"
+    assert meta["device"] == "cuda" and meta["simulated"]["name"] == name and meta["simulated"]["engine"] == engine
     assert meta["simulated"]["target"].startswith("cuda@")
     records = _records(out)
     fused = [r for r in records if r["op"] == "aten::_fused_adamw_.default"]
@@ -113,13 +120,16 @@ def test_a_disagreement_between_trace_and_rehearsal_is_named(tmp_path):
     assert not agreement.equal and agreement.to_json()["equal"] is False
 
 
-def test_scan_builds_and_runs_the_model_on_simulated_cuda(tmp_path):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_scan_builds_and_runs_the_model_on_simulated_cuda(tmp_path, engine):
+    env, name = ENGINES[engine]
     out = tmp_path / "scan.json"
     rc, stdout, stderr = run_cli("scan", "examples/model.py", "--train", "--amp", "bf16", "-q", "--json", str(out),
-                                 "-t", "musa@1.3.0", "-t", "musa@2.0.1")
+                                 "-t", "musa@1.3.0", "-t", "musa@2.0.1", env=env)
     assert rc == 0, stderr[-2000:]
     data = json.loads(out.read_text())
-    assert data["meta"]["device"] == "cuda" and data["meta"]["simulated"]["name"] == "cudasim"
+    assert data["meta"]["device"] == "cuda" and data["meta"]["simulated"]["name"] == name
+    assert data["meta"]["simulated"]["engine"] == engine
     host = {r["op"] for r in data["records"] if r["where"] == "host"}
     # AdamW(foreach) keeps its step counters on the host, as on CUDA: no device runs those ops
     assert {"aten::_foreach_add_.Tensor", "aten::lift_fresh.default"} <= host

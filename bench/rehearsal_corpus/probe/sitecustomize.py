@@ -1,5 +1,5 @@
 """Training probe for bench/rehearsal_corpus.py: imported by Python at start-up (this folder is put on
-PYTHONPATH) when OPAUDIT_CORPUS_PROBE names a JSON file to write.
+PYTHONPATH) when OPAUDIT_CORPUS_PROBE names a JSON file to write; it installs itself once torch is imported.
 
 It wraps ``torch.Tensor.backward``: at each backward of a one-element tensor it records the loss
 (``item()``); at the first backward it finds the leaves the loss depends on (the trained parameters, by
@@ -15,8 +15,11 @@ so the ops it adds (item, detach, a copy to the CPU) are the same in all of them
 from __future__ import annotations
 
 import atexit
+import importlib.abc
+import importlib.util
 import json
 import os
+import sys
 
 
 def _install(out: str) -> None:
@@ -107,5 +110,38 @@ def _install(out: str) -> None:
     atexit.register(write)
 
 
+class _AfterTorch(importlib.abc.MetaPathFinder):
+    """Installs the probe once the program (or opaudit) has imported torch, not before: opaudit's command
+    line loads its C++ stand-in for CUDA before torch is imported (opaudit.standin), which an import of
+    torch at start-up would rule out."""
+
+    def __init__(self, out: str):
+        self.out = out
+
+    def find_spec(self, name, path, target=None):  # type: ignore[no-untyped-def]
+        # a lookup alone (importlib.util.find_spec, as opaudit.standin makes) imports nothing: the finder stays
+        # until torch's module runs
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec("torch")
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        loader, out = spec.loader, self.out
+        run = loader.exec_module
+
+        def exec_module(module):  # type: ignore[no-untyped-def]
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
+            run(module)
+            _install(out)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
 if os.environ.get("OPAUDIT_CORPUS_PROBE"):
-    _install(os.environ["OPAUDIT_CORPUS_PROBE"])
+    sys.meta_path.insert(0, _AfterTorch(os.environ["OPAUDIT_CORPUS_PROBE"]))

@@ -1,5 +1,5 @@
-// cuda_stand_in: a stand-in CUDA device for the CPU-only PyTorch build (a benchmark's and a study's
-// fixture, see bench/cuda_stand_in.py).
+// opaudit's stand-in for CUDA: a CUDA device for the CPU-only PyTorch build, which `opaudit trace` and
+// `opaudit scan` run CUDA code on (built and loaded by opaudit/standin/__init__.py).
 //
 // Tensors on it are real CUDA tensors (DeviceType::CUDA, DispatchKey::CUDA: is_cuda, device.type ==
 // 'cuda', the AutocastCUDA and AutogradCUDA keys) whose storage is host memory from the allocator
@@ -8,7 +8,7 @@
 // - a DeviceGuardImpl for CUDA (one device, default streams only, no-op events: all synchronous);
 // - the CUDA hooks (at::detail::getCUDAHooks: hasCUDA, device count, the accelerator): torch calls
 //   them once, while `import torch` runs, so the library must be loaded before that (ctypes, with
-//   RTLD_GLOBAL; bench/cuda_stand_in.py preload()) or torch keeps its "no CUDA" stub;
+//   RTLD_GLOBAL; opaudit/standin/__init__.py _preload) or torch keeps its "no CUDA" stub;
 // - a timer for DDP's reducer on CUDA;
 // - kernels on the CUDA key: the infrastructure (factories, views, resize_, copies, item, set_), and
 //   one boxed fallback for every other op that runs the op's CPU kernel on CPU aliases of the device

@@ -1,0 +1,305 @@
+"""CUDA for the CPU-only PyTorch build, in C++: the device ``opaudit trace`` and ``opaudit scan`` run CUDA code
+on where they can.
+
+``cuda.cpp`` registers what a CUDA build's libtorch_cuda registers and the CPU build lacks: an allocator, a
+device guard and the CUDA hooks for ``DeviceType::CUDA``, DDP's timer, and kernels on the CUDA dispatch key
+(factories, views, copies, and one boxed kernel for every other op that runs the op's CPU kernel over the
+device's memory). Tensors on it are real CUDA tensors (``is_cuda``, the AutocastCUDA and AutogradCUDA keys),
+so PyTorch takes its CUDA paths itself: CUDA's autocast policy, the fused and foreach optimizers, GradScaler,
+``model.to("cuda")`` keeping each Parameter. Against the rehearsal's simulated device (Python wrapper tensors,
+opaudit.fallback.simulator, still the device of a trace wherever this one is not in place) an op costs no
+Python on its way, and the records are those of a GPU, save where it cannot be one (no cuDNN: batch norm
+takes ``native_batch_norm``; no pinned memory; a one-rank process group in place of NCCL).
+
+torch asks for its CUDA hooks once, while ``import torch`` runs, so the library is loaded before that::
+
+    from opaudit import standin
+    standin.prepare()          # compiles once per torch version (about 20 s), then loads it
+    import torch
+    torch.ones(2, device="cuda").is_cuda   # True (opaudit's trace installs torch.cuda's answers)
+
+``prepare`` says why not, and changes nothing, where it cannot: torch is already imported, no C++ compiler or
+ninja, ``OPAUDIT_CUDA_STAND_IN=0``, or a torch with CUDA of its own. The command line calls it before it
+imports torch; the library API uses it when the caller did. The build folder is
+``$OPAUDIT_CUDA_STAND_IN_BUILD``, else ``<cache>/cuda-stand-in/<torch version>-<source hash>`` in opaudit's
+cache (opaudit.tomlcache.cache_root: ``$OPAUDIT_CACHE_DIR``, ``$XDG_CACHE_HOME/opaudit`` or ``~/.cache/opaudit``;
+the temporary folder where the cache is off), shared by processes under a lock.
+
+Nothing here imports torch at module level: importing it must leave torch unimported.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SOURCE = Path(__file__).resolve().parent / "cuda.cpp"
+NAME = "opaudit_cuda_stand_in"
+ENV_OFF = "OPAUDIT_CUDA_STAND_IN"  # "0": never use it (the simulated device of opaudit.fallback)
+ENV_BUILD = "OPAUDIT_CUDA_STAND_IN_BUILD"
+
+
+@dataclass
+class _State:
+    loaded: Path | None = None  # the library, once loaded into this process (before torch)
+    reason: str | None = None  # why not, once prepare() has declined
+    installed: Any = None  # the StandIn, once install() has run
+
+
+_state = _State()
+
+
+def _torch_version() -> str | None:
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def build_dir() -> Path:
+    """Where the library is built (module doc)."""
+    env = os.environ.get(ENV_BUILD)
+    if env:
+        return Path(env)
+    version = (_torch_version() or "none").replace("+", "_")
+    digest = hashlib.sha256(SOURCE.read_bytes() + version.encode()).hexdigest()[:10]
+    from opaudit.tomlcache import cache_root
+
+    base = cache_root() or Path(tempfile.gettempdir()) / f"opaudit-{os.getuid()}"
+    return base / "cuda-stand-in" / f"{version}-{digest}"
+
+
+def library() -> Path:
+    return build_dir() / f"{NAME}.so"
+
+
+def _compile(directory: str) -> None:
+    """In a child process (build): torch's extension builder, which imports torch."""
+    from torch.utils.cpp_extension import load
+
+    load(name=NAME, sources=[str(SOURCE)], build_directory=directory, extra_cflags=["-O1"],
+         is_python_module=False, verbose=False)
+
+
+def build() -> Path:
+    """Compile the library, or find it built; returns its path. Raises RuntimeError with the compiler's last
+    lines when it cannot be built. A lock file keeps parallel processes from building it twice at once."""
+    import fcntl
+
+    lib = library()
+    if lib.exists():
+        return lib
+    directory = lib.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if lib.exists():
+            return lib
+        code = f"import sys; from opaudit.standin import _compile; _compile({str(directory)!r})"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SOURCE.parents[2]), os.environ.get("PYTHONPATH", "")])}
+        with tempfile.TemporaryFile("w+") as log:
+            done = subprocess.run([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT, env=env)
+            if done.returncode != 0 or not lib.exists():
+                log.seek(0)
+                tail = "\n".join(log.read().strip().splitlines()[-8:])
+                raise RuntimeError(f"building the CUDA stand-in failed:\n{tail}")
+    return lib
+
+
+def _preload(lib: Path) -> None:
+    """Load the library before ``import torch``: torch's own libraries first, by path, then this one."""
+    spec = importlib.util.find_spec("torch")
+    assert spec is not None and spec.submodule_search_locations
+    torch_lib = Path(list(spec.submodule_search_locations)[0]) / "lib"
+    for name in ("libc10.so", "libtorch_cpu.so", "libtorch.so", "libtorch_python.so"):
+        if (torch_lib / name).exists():
+            ctypes.CDLL(str(torch_lib / name), mode=ctypes.RTLD_GLOBAL)
+    ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
+
+
+def prepare(note: Any = None) -> str | None:
+    """Build (once) and load the stand-in before torch is imported; None when it is in place, else why not
+    (module doc). ``note(text)`` hears of a first build, which takes a while."""
+    if _state.loaded is not None:
+        return None
+    if _state.reason is not None:
+        return _state.reason
+    reason = _why_not()
+    if reason is None:
+        try:
+            if not library().exists() and note is not None:
+                note("compiling opaudit's CUDA stand-in for this torch (once, about 20 s)")
+            lib = build()
+            _preload(lib)
+            _state.loaded = lib
+        except (RuntimeError, OSError) as e:
+            reason = str(e)
+    _state.reason = reason
+    return reason
+
+
+def _why_not() -> str | None:
+    if os.environ.get(ENV_OFF, "").strip().lower() in ("0", "no", "off", "false"):
+        return f"{ENV_OFF}={os.environ[ENV_OFF]}"
+    if "torch" in sys.modules:
+        return "torch was imported before the stand-in could be loaded"
+    if sys.platform != "linux":
+        return "the stand-in is built for Linux only"
+    version = _torch_version()
+    if version is None:
+        return "torch is not installed"
+    if "+cpu" not in version and _has_cuda_libraries():
+        return "this torch has CUDA of its own"
+    return None
+
+
+def _has_cuda_libraries() -> bool:
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    return (Path(list(spec.submodule_search_locations)[0]) / "lib" / "libtorch_cuda.so").exists()
+
+
+def active() -> bool:
+    """Whether this process's CUDA is the stand-in (loaded before torch, and torch took its hooks)."""
+    return _state.loaded is not None and "torch" in sys.modules and _module().hooks_installed()
+
+
+def reason() -> str | None:
+    """Why the stand-in is not in place, where prepare() declined."""
+    return _state.reason
+
+
+_ext: Any = None
+
+
+def _module() -> Any:
+    global _ext
+    if _ext is None:
+        assert _state.loaded is not None
+        spec = importlib.util.spec_from_file_location(NAME, _state.loaded)
+        assert spec is not None and spec.loader is not None
+        _ext = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_ext)
+    return _ext
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """What a trace records of its device (tracing.device.simulated_meta): the CUDA release of coverage_db
+    whose kernels a GPU build has, and the device's name."""
+
+    target: str
+    name: str = "cuda"
+    engine: str = "stand-in"
+
+
+def install() -> StandIn:
+    """After ``prepare`` and ``import torch``: ``torch.cuda`` answers as the simulated device's module does
+    (opaudit.fallback.device.SimDevice: streams, events, RNG, amp; memory from the stand-in's own counters),
+    and as PyPI's CUDA wheel of this torch on its GPU (versions of CUDA, cuDNN and NCCL; the GPU's name and
+    capability); pinning is the identity (no pinned allocator); backward runs on the calling thread (where
+    a trace's dispatch mode sees it); ``nccl`` is a one-rank process group. Once per process; returns the
+    device."""
+    if _state.installed is not None:
+        return _state.installed
+    if not active():
+        raise RuntimeError("the CUDA stand-in is not loaded: opaudit.standin.prepare() must run before `import torch`")
+    import types
+
+    import torch
+
+    from opaudit.fallback import device
+    from opaudit.tracing.device import cuda_target
+
+    ext = _module()
+    cuda = torch.cuda
+    answers = device.SimDevice("cuda")
+    for name in dir(device.SimDevice):
+        if not name.startswith("__") and name != "amp":
+            setattr(cuda, name, getattr(answers, name))
+
+    def index(dev: Any = None) -> int:
+        if dev is None:
+            return ext.current_device()
+        return dev if isinstance(dev, int) else (torch.device(dev).index or 0)
+
+    def memory_stats(dev: Any = None) -> dict[str, int]:
+        now, peak = ext.memory_allocated(), ext.max_memory_allocated()
+        return {"allocated_bytes.all.current": now, "allocated_bytes.all.peak": peak,
+                "active_bytes.all.current": now, "active_bytes.all.peak": peak,
+                "reserved_bytes.all.current": now, "reserved_bytes.all.peak": peak}
+
+    total = device.TOTAL_MEMORY
+    own = {
+        "device_count": ext.device_count, "current_device": ext.current_device,
+        "set_device": lambda dev: ext.set_device(index(dev)),
+        "memory_allocated": lambda dev=None: ext.memory_allocated(),
+        "max_memory_allocated": lambda dev=None: ext.max_memory_allocated(),
+        "memory_reserved": lambda dev=None: ext.memory_allocated(),
+        "max_memory_reserved": lambda dev=None: ext.max_memory_allocated(),
+        "reset_peak_memory_stats": lambda dev=None: ext.reset_peak(),
+        "reset_max_memory_allocated": lambda dev=None: ext.reset_peak(),
+        "memory_stats": memory_stats,
+        "mem_get_info": lambda dev=None: (total - ext.memory_allocated(), total),
+        "empty_cache": lambda: None,
+    }
+    for name, value in own.items():
+        setattr(cuda, name, value)
+    target = cuda_target()
+    from opaudit.matrix import load_matrix
+
+    device.answer_as_cuda_build(load_matrix(target).release.torch, cuda)
+    def pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
+        return self
+
+    torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign,assignment]
+    torch._C._set_multithreading_enabled(False)
+    _kernels_without_cpu()
+    if torch.distributed.is_available():
+        # opaudit's one-rank group (fallback.device), with nccl mapped onto it
+        one_rank = types.SimpleNamespace(target=target, name="cuda", aliases=frozenset({"cuda"}),
+                                         release=types.SimpleNamespace(vendor="cuda-stand-in"))
+        device.collectives(one_rank)  # type: ignore[arg-type]
+    _state.installed = StandIn(target=target)
+    return _state.installed
+
+
+_libraries: list[Any] = []  # the Python kernels' registrations, kept alive
+
+
+def _kernels_without_cpu() -> None:
+    """Ops PyTorch sends CUDA tensors to that have no CPU kernel for the boxed kernel to run (the fused RNN
+    cells of RNN.cpp, ``_fused_dropout``, ...: coverage_db/curated/no_cpu_kernel.toml) run on the CUDA key as
+    the rehearsal runs them (opaudit.fallback.choose.cpu_impl: opaudit's reference, else PyTorch's
+    decomposition), in aten ops that run on the stand-in in turn. A trace records the op itself, as the
+    simulated device's trace does."""
+    import torch
+
+    from opaudit.fallback.choose import cpu_impl
+    from opaudit.fallback.references import has_cpu_kernel, scope
+
+    lib = torch.library.Library("aten", "IMPL")  # noqa: TOR901 - kernels for existing aten ops on the CUDA key
+    for name, entry in scope().items():
+        if entry.get("how") not in ("reference", "decomposition"):
+            continue
+        base, _, overload = name.partition(".")
+        packet = getattr(torch.ops.aten, base, None)
+        if packet is None or (overload or "default") not in packet.overloads():
+            continue
+        op = getattr(packet, overload or "default")
+        if has_cpu_kernel(op) or torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CUDA"):
+            continue
+        impl = cpu_impl(op)
+        if impl is not None and impl is not op:
+            lib.impl(name, impl, "CUDA")
+    _libraries.append(lib)

@@ -1,0 +1,90 @@
+"""The C++ stand-in for CUDA (opaudit.standin): the command line's device for CUDA code, checked against the
+rehearsal's simulated device, which stays the device wherever the stand-in cannot be loaded.
+
+Each trace runs the command line in a process of its own (the stand-in must be loaded before torch is)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+from helpers import ROOT, run_cli
+
+from opaudit import standin
+
+SCRIPTS = {
+    "lm-bf16-fused": (ROOT / "tests" / "fixtures" / "scripts" / "cuda_bf16_fused.py", []),
+    "train_cuda": (ROOT / "examples" / "train_cuda.py",
+                   ["--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4"]),
+    "ddp-one-rank": (ROOT / "tests" / "fixtures" / "scripts" / "ddp_one_rank.py", []),
+    # an LSTM: PyTorch sends CUDA tensors to the fused cell, which has no CPU kernel (it reads ./input.txt)
+    "lstm": (ROOT / "tests" / "fixtures" / "rehearsal_corpus" / "owner__tiny" / "train.py", ["--device", "cuda"]),
+}
+
+
+def _trace(tmp_path, name, script, args, env):
+    out = tmp_path / f"{name}.json"
+    rc, _, stderr = run_cli("trace", "-q", "--no-audit", "--json", str(out), "--", str(script), *args, cwd=tmp_path,
+                            env=env)
+    assert rc == 0, stderr[-2000:]
+    return json.loads(out.read_text())
+
+
+def _counts(data) -> Counter:
+    return Counter({(r["op"], r["kind"], r["phase"], r["where"], tuple(r["dtypes"])): r["calls"]
+                    for r in data["records"]})
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_the_stand_in_records_what_the_simulated_device_records(tmp_path, name):
+    """Two engines, one answer: every op, phase, placement and dtype with its number of calls (the scripts cover
+    bf16 autocast, fused and foreach AdamW, GradScaler, clip_grad_norm_, a DataLoader, checkpoints, a one-rank
+    DDP, an LSTM)."""
+    script, args = SCRIPTS[name]
+    (tmp_path / "input.txt").write_text("a few words of text for a character model to learn from\n" * 8)
+    native = _trace(tmp_path, "stand-in", script, args, {})
+    simulated = _trace(tmp_path, "simulator", script, args, {"OPAUDIT_CUDA_STAND_IN": "0"})
+    assert native["meta"]["simulated"] == {**simulated["meta"]["simulated"], "name": "cuda", "engine": "stand-in"}
+    a, b = _counts(native), _counts(simulated)
+    assert {k: (a[k], b[k]) for k in set(a) | set(b) if a[k] != b[k]} == {}
+
+
+def test_a_stand_in_that_does_not_build_leaves_the_simulated_device(tmp_path):
+    """No working compiler: the trace says why and runs on the simulated device, with the same result."""
+    script, args = SCRIPTS["lm-bf16-fused"]
+    env = {"OPAUDIT_CUDA_STAND_IN_BUILD": str(tmp_path / "build"), "CXX": "/bin/false"}
+    out = tmp_path / "t.json"
+    rc, stdout, stderr = run_cli("trace", "-q", "--no-audit", "--json", str(out), "--", str(script), *args,
+                                 cwd=tmp_path, env=env)
+    assert rc == 0, stderr[-2000:]
+    assert "building the CUDA stand-in failed" in stderr and "simulated CUDA device instead" in stderr
+    assert "(bfloat16, cuda)" in stdout
+    assert json.loads(out.read_text())["meta"]["simulated"]["engine"] == "simulator"
+    assert not (tmp_path / "build" / f"{standin.NAME}.so").exists()
+
+
+def _python(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+def test_the_loader_imports_no_torch_and_declines_once_torch_is_imported():
+    assert _python("import sys; from opaudit import standin; assert 'torch' not in sys.modules; import torch; "
+                   "print(standin.prepare())") == "torch was imported before the stand-in could be loaded"
+
+
+def test_the_library_api_takes_the_stand_in_where_the_caller_loaded_it_and_the_simulator_elsewhere():
+    code = ("import opaudit, torch; m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()); "
+            "t = opaudit.trace(m, torch.randn(2, 4), device='cuda'); "
+            "print(t.meta.simulated['engine'], sorted(t.ops()), next(m.parameters()).device)")
+    native = _python("from opaudit import standin; assert standin.prepare() is None; " + code)
+    simulated = _python(code)
+    assert native.startswith("stand-in ") and simulated.startswith("simulator ")
+    # the same ops; the caller's model stays where it was
+    assert native.split(" ", 1)[1] == simulated.split(" ", 1)[1] and native.endswith(" cpu")
