@@ -665,6 +665,16 @@ def collectives(sim: Simulator) -> Callable[[], None]:
 
     patch = Patches()
     patch(dist, "init_process_group", init_process_group)
+    if sim.release.vendor == "cuda":
+        # simulated CUDA itself (a trace's device): the one-rank group stands in for NCCL and answers to its name,
+        # as a GPU's group does (``if dist.get_backend() == "nccl"`` takes the GPU's branch)
+        get_backend = dist.get_backend
+
+        def as_nccl(group: Any = None) -> str:
+            backend = get_backend(group)
+            return re.sub(rf"(?<![\w-]){re.escape(names[0])}(?![\w-])", "nccl", backend)
+
+        patch(dist, "get_backend", as_nccl)
     return patch.undo
 
 

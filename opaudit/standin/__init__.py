@@ -268,7 +268,7 @@ def install() -> StandIn:
     if torch.distributed.is_available():
         # opaudit's one-rank group (fallback.device), with nccl mapped onto it
         one_rank = types.SimpleNamespace(target=target, name="cuda", aliases=frozenset({"cuda"}),
-                                         release=types.SimpleNamespace(vendor="cuda-stand-in"))
+                                         release=types.SimpleNamespace(vendor="cuda"))
         device.collectives(one_rank)  # type: ignore[arg-type]
     _state.installed = StandIn(target=target)
     return _state.installed

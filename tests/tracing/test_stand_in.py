@@ -28,9 +28,11 @@ SCRIPTS = {
 
 def _trace(tmp_path, name, script, args, env):
     out = tmp_path / f"{name}.json"
-    rc, _, stderr = run_cli("trace", "-q", "--no-audit", "--json", str(out), "--", str(script), *args, cwd=tmp_path,
-                            env=env)
+    rc, stdout, stderr = run_cli("trace", "-q", "--no-audit", "--json", str(out), "--", str(script), *args,
+                                 cwd=tmp_path, env=env)
     assert rc == 0, stderr[-2000:]
+    if name == "ddp-one-rank":  # the one-rank group answers to NCCL's name, as on a GPU
+        assert "done on nccl" in stdout
     return json.loads(out.read_text())
 
 
@@ -46,8 +48,8 @@ def test_the_stand_in_records_what_the_simulated_device_records(tmp_path, name):
     DDP, an LSTM)."""
     script, args = SCRIPTS[name]
     (tmp_path / "input.txt").write_text("a few words of text for a character model to learn from\n" * 8)
-    native = _trace(tmp_path, "stand-in", script, args, {})
-    simulated = _trace(tmp_path, "simulator", script, args, {"OPAUDIT_CUDA_STAND_IN": "0"})
+    native = _trace(tmp_path, name, script, args, {})
+    simulated = _trace(tmp_path, name, script, args, {"OPAUDIT_CUDA_STAND_IN": "0"})
     assert native["meta"]["simulated"] == {**simulated["meta"]["simulated"], "name": "cuda", "engine": "stand-in"}
     a, b = _counts(native), _counts(simulated)
     assert {k: (a[k], b[k]) for k in set(a) | set(b) if a[k] != b[k]} == {}
