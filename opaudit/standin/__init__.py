@@ -21,9 +21,10 @@ torch asks for its CUDA hooks once, while ``import torch`` runs, so the library 
 ``prepare`` says why not, and changes nothing, where it cannot: torch is already imported, no C++ compiler or
 ninja, ``OPAUDIT_CUDA_STAND_IN=0``, or a torch with CUDA of its own. The command line calls it before it
 imports torch; the library API uses it when the caller did. The build folder is
-``$OPAUDIT_CUDA_STAND_IN_BUILD``, else ``<cache>/cuda-stand-in/<torch version>-<source hash>`` in opaudit's
-cache (opaudit.tomlcache.cache_root: ``$OPAUDIT_CACHE_DIR``, ``$XDG_CACHE_HOME/opaudit`` or ``~/.cache/opaudit``;
-the temporary folder where the cache is off), shared by processes under a lock.
+``$OPAUDIT_CUDA_STAND_IN_BUILD``, else ``<cache>/cuda-stand-in/<torch version>-<digest>`` (a digest of the
+source and of torch's and Python's versions) in opaudit's cache (opaudit.tomlcache.cache_root:
+``$OPAUDIT_CACHE_DIR``, ``$XDG_CACHE_HOME/opaudit`` or ``~/.cache/opaudit``; the temporary folder where the
+cache is off), shared by processes under a lock.
 
 Nothing here imports torch at module level: importing it must leave torch unimported.
 """
@@ -71,7 +72,9 @@ def build_dir() -> Path:
     if env:
         return Path(env)
     version = (_torch_version() or "none").replace("+", "_")
-    digest = hashlib.sha256(SOURCE.read_bytes() + version.encode()).hexdigest()[:10]
+    # the library links against torch's libraries and this Python's (its module is a CPython extension)
+    python = f"py{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}"
+    digest = hashlib.sha256(SOURCE.read_bytes() + f"{version} {python} {sys.platform}".encode()).hexdigest()[:10]
     from opaudit.tomlcache import cache_root
 
     base = cache_root() or Path(tempfile.gettempdir()) / f"opaudit-{os.getuid()}"
