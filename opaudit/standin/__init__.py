@@ -278,6 +278,12 @@ def install() -> StandIn:
 
 
 _libraries: list[Any] = []  # the Python kernels' registrations, kept alive
+NO_LIBRARY = ("_use_cudnn_ctc_loss", "_use_cudnn_ctc_loss.Tensor", "_use_miopen_ctc_loss",
+              "_use_miopen_ctc_loss.Tensor")
+
+
+def _no(*args: Any, **kwargs: Any) -> bool:
+    return False
 
 
 def _kernels_without_cpu() -> None:
@@ -292,6 +298,10 @@ def _kernels_without_cpu() -> None:
     from opaudit.fallback.references import has_cpu_kernel, scope
 
     lib = torch.library.Library("aten", "IMPL")  # noqa: TOR901 - kernels for existing aten ops on the CUDA key
+    # a composite's question whether the device has a library for the op (ctc_loss asks for CUDA tensors): no
+    # cuDNN or MIOpen here, as cudnn_is_acceptable answers for batch norm and convolution
+    for name in NO_LIBRARY:
+        lib.impl(name, _no, "CUDA")
     for name, entry in scope().items():
         if entry.get("how") not in ("reference", "decomposition"):
             continue
