@@ -262,6 +262,8 @@ def install() -> StandIn:
     cuda.device = device_class  # type: ignore[misc]
     cuda._exchange_device = cuda._maybe_exchange_device = functools.partial(_exchange, ext)
     torch.storage._to = functools.partial(_storage_to, ext, torch.storage._to)  # type: ignore[attr-defined]
+    if not hasattr(torch._C, "_scatter"):  # DataParallel's input split (torch/csrc/cuda/comm.cpp scatter)
+        torch._C._scatter = _scatter
     target = cuda_target()
     from opaudit.matrix import load_matrix
 
@@ -303,6 +305,27 @@ def _storage_to(ext: Any, to: Any, self: Any, device: Any, non_blocking: bool = 
         storage = ext.device_bytes(self.size()).untyped_storage()
     storage.copy_(self, non_blocking)
     return storage
+
+
+def _scatter(tensor: Any, devices: list[int], chunk_sizes: list[int] | None, dim: int, streams: Any) -> list[Any]:
+    """torch._C._scatter (torch/csrc/cuda/comm.cpp scatter), which the CPU build lacks and nn.DataParallel calls
+    even with one device: the tensor split along ``dim`` into one chunk per device (of ``chunk_sizes`` where
+    given), each chunk moved to its device where it is not there. With TensorBase's methods, as C++ calls them:
+    no ``api`` record (tracing.apis wraps torch.Tensor's)."""
+    import torch
+
+    base = torch._C.TensorBase
+    if not devices:
+        raise RuntimeError("Expected at least one device to scatter to")
+    if chunk_sizes is not None and len(chunk_sizes) != len(devices):
+        raise RuntimeError(f"Expected devices and chunk_sizes to be of same length, but got len(devices) = "
+                           f"{len(devices)} and len(chunk_sizes) = {len(chunk_sizes)}")
+    chunks = list(base.split_with_sizes(tensor, chunk_sizes, dim) if chunk_sizes is not None
+                  else base.chunk(tensor, len(devices), dim))
+    for i, index in enumerate(devices[:len(chunks)]):
+        if index != tensor.get_device():
+            chunks[i] = base.to(chunks[i], torch.device("cuda", index), non_blocking=True)
+    return chunks
 
 
 _libraries: list[Any] = []  # the Python kernels' registrations, kept alive
