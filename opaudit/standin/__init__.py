@@ -32,6 +32,7 @@ Nothing here imports torch at module level: importing it must leave torch unimpo
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -226,6 +227,7 @@ def install() -> StandIn:
 
     ext = _module()
     cuda = torch.cuda
+    device_class = cuda.device  # a class torch's own code tests with isinstance (cuda._utils._get_device_index)
     answers = device.SimDevice("cuda")
     for name in dir(device.SimDevice):
         if not name.startswith("__") and name != "amp":
@@ -258,6 +260,13 @@ def install() -> StandIn:
     }
     for name, value in own.items():
         setattr(cuda, name, value)
+    # torch.cuda.device stays the class: torch.load restores each CUDA storage through _get_device_index, which
+    # tests isinstance(x, torch.cuda.device); the device it selects is the stand-in's
+    cuda.device = device_class  # type: ignore[misc]
+    cuda._exchange_device = cuda._maybe_exchange_device = functools.partial(_exchange, ext)
+    torch.storage._to = functools.partial(_storage_to, ext, torch.storage._to)  # type: ignore[attr-defined]
+    if not hasattr(torch._C, "_scatter"):  # DataParallel's input split (torch/csrc/cuda/comm.cpp scatter)
+        torch._C._scatter = _scatter
     target = cuda_target()
     from opaudit.matrix import load_matrix
 
@@ -275,6 +284,51 @@ def install() -> StandIn:
         device.collectives(one_rank)  # type: ignore[arg-type]
     _state.installed = StandIn(target=target)
     return _state.installed
+
+
+def _exchange(ext: Any, index: int) -> int:
+    """torch.cuda._exchange_device on the stand-in: select ``index`` (none when negative), return the one before."""
+    if index < 0:
+        return -1
+    before = int(ext.current_device())
+    ext.set_device(index)
+    return before
+
+
+def _storage_to(ext: Any, to: Any, self: Any, device: Any, non_blocking: bool = False) -> Any:
+    """torch._utils._to (a storage's ``to`` and ``cuda``: torch.load's move of each storage to ``cuda``) with the
+    new storage made by the stand-in: the CPU build's torch.UntypedStorage(n, device="cuda") finds no allocator
+    for cuda. A GPU's allocation records no op, nor does ``device_bytes``; torch's copy_ then fills it. Other
+    moves are torch's own."""
+    import torch
+
+    if device.type != "cuda" or self.device == device or self.is_sparse:
+        return to(self, device, non_blocking)
+    with torch.cuda.device(device):
+        storage = ext.device_bytes(self.size()).untyped_storage()
+    storage.copy_(self, non_blocking)
+    return storage
+
+
+def _scatter(tensor: Any, devices: list[int], chunk_sizes: list[int] | None, dim: int, streams: Any) -> list[Any]:
+    """torch._C._scatter (torch/csrc/cuda/comm.cpp scatter), which the CPU build lacks and nn.DataParallel calls
+    even with one device: the tensor split along ``dim`` into one chunk per device (of ``chunk_sizes`` where
+    given), each chunk moved to its device where it is not there. With TensorBase's methods, as C++ calls them:
+    no ``api`` record (tracing.apis wraps torch.Tensor's)."""
+    import torch
+
+    base = torch._C.TensorBase
+    if not devices:
+        raise RuntimeError("Expected at least one device to scatter to")
+    if chunk_sizes is not None and len(chunk_sizes) != len(devices):
+        raise RuntimeError(f"Expected devices and chunk_sizes to be of same length, but got len(devices) = "
+                           f"{len(devices)} and len(chunk_sizes) = {len(chunk_sizes)}")
+    chunks = list(base.split_with_sizes(tensor, chunk_sizes, dim) if chunk_sizes is not None
+                  else base.chunk(tensor, len(devices), dim))
+    for i, index in enumerate(devices[:len(chunks)]):
+        if index != tensor.get_device():
+            chunks[i] = base.to(chunks[i], torch.device("cuda", index), non_blocking=True)
+    return chunks
 
 
 _libraries: list[Any] = []  # the Python kernels' registrations, kept alive

@@ -344,6 +344,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("memory_allocated", [] { return live_bytes.load(); });
   m.def("max_memory_allocated", [] { return peak_bytes.load(); });
   m.def("reset_peak", [] { peak_bytes = live_bytes.load(); });
+  m.def("device_bytes", [](int64_t nbytes) {
+    return at::Tensor(at::detail::empty_generic({nbytes}, &host_allocator, c10::DispatchKeySet(c10::DispatchKey::CUDA),
+                                                at::kByte, std::nullopt));
+  }, "A uint8 tensor of nbytes on the current device, made without the dispatcher (no op to record), whose "
+     "storage stands for torch.UntypedStorage(nbytes, device='cuda'), which the CPU build cannot make.");
   m.def("current_device", [] { return int(cur_dev); });
   m.def("set_device", [](int i) { TORCH_CHECK(i >= 0 && i < device_count); cur_dev = i; });
   m.def("device_count", [] { return int(device_count); });
