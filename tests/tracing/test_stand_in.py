@@ -43,8 +43,9 @@ def _counts(data) -> Counter:
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_the_stand_in_records_what_the_simulated_device_records(tmp_path, name):
-    """Two engines, one answer: every op, phase, placement and dtype with its number of calls (the scripts cover
-    bf16 autocast, fused and foreach AdamW, GradScaler, clip_grad_norm_, a DataLoader, checkpoints, a one-rank
+    """Two engines, one answer, where PyTorch's C++ does not test for CUDA itself (README: it does for
+    ``x[mask] = 0``, ctc_loss, checkpoints): every op, phase, placement and dtype with its number of calls (the
+    scripts cover bf16 autocast, fused and foreach AdamW, GradScaler, clip_grad_norm_, a DataLoader, a one-rank
     DDP, an LSTM)."""
     script, args = SCRIPTS[name]
     (tmp_path / "input.txt").write_text("a few words of text for a character model to learn from\n" * 8)
