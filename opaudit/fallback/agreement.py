@@ -8,8 +8,11 @@ dropout, batch norm, an RNN's cells: the trace records the choice whole), and th
 before swapping parameters. One difference is the rehearsal's own limit and is reported apart
 (``stand_in_composite``): an op PyTorch implements as CompositeExplicitAutograd that the target registers a
 kernel for (torch_npu's ``zeros``, ``full``, ``arange``) reaches a real device whole, but the stand-in device
-has no kernel of its own for it and receives its parts. Anything else that one
-side has and the other lacks is a disagreement.
+has no kernel of its own for it and receives its parts. Another is the trace's device standing closer to a
+GPU than the rehearsal's (``checkpoint_storage``): on the C++ stand-in for CUDA, torch.save copies each storage
+to the host and torch.load rebuilds each tensor over its storage, through ``set_`` with a storage source (and
+the empty tensor it sets), as on a GPU and on a vendor's device; the rehearsal's checkpoints (checkpoint.py)
+move the data without those ops. Anything else that one side has and the other lacks is a disagreement.
 
 >>> agreement = compare_device_ops(opaudit.load_trace("t.json"), Stats.load("stats.json"))  # doctest: +SKIP
 >>> agreement.equal, sorted(agreement.trace_only), sorted(agreement.rehearsal_only)          # doctest: +SKIP
@@ -32,6 +35,9 @@ COMPOSITE_LEAVES = frozenset({"empty.memory_format", "empty_strided", "fill_.Sca
 CHOICE_KERNELS = frozenset({"_safe_softmax", "where.self", "tril", "expand", "_unsafe_view", "native_dropout",
                             "native_batch_norm"})
 MODULE_TO = frozenset({"_has_compatible_shallow_copy_type"})
+# a tensor rebuilt over a storage (a checkpoint's, saved or loaded), and the empty tensor a storage copy sets
+STORAGE_OPS = frozenset({"set_.source_Storage", "set_.source_Storage_storage_offset"})
+STORAGE_EMPTY = frozenset({"empty.memory_format"})
 EXPLAINED = COMPOSITE_LEAVES | CHOICE_KERNELS | MODULE_TO
 # the recurrent choices run a loop of cells over ``input.unbind(0)`` (aten/src/ATen/native/RNN.cpp FullLayer),
 # on every path of device_selected.toml, which lists the cells' ops only
@@ -53,6 +59,8 @@ class DeviceOpsAgreement:
     # trace-only ops the target registers a kernel for, that PyTorch implements as CompositeExplicitAutograd:
     # the stand-in device has no kernel of its own for them and receives their parts (zeros -> zero_)
     stand_in_composite: set[str] = field(default_factory=set)
+    # trace-only ops of a checkpoint's storages, which the trace's device runs and the rehearsal's does not
+    checkpoint_storage: set[str] = field(default_factory=set)
 
     @property
     def equal(self) -> bool:
@@ -63,7 +71,8 @@ class DeviceOpsAgreement:
                 "rehearsed_ops": len(self.rehearsed), "trace_only": sorted(self.trace_only),
                 "rehearsal_only": sorted(self.rehearsal_only), "host_on_device": sorted(self.host_on_device),
                 "composite_skipped": sorted(self.composite_skipped),
-                "stand_in_composite": sorted(self.stand_in_composite)}
+                "stand_in_composite": sorted(self.stand_in_composite),
+                "checkpoint_storage": sorted(self.checkpoint_storage)}
 
 
 def compare_device_ops(trace: Trace, stats: Stats, matrix: Matrix | None = None) -> DeviceOpsAgreement:
@@ -79,10 +88,14 @@ def compare_device_ops(trace: Trace, stats: Stats, matrix: Matrix | None = None)
     host_only = {normalize(o) for o in trace.host_ops()} - device
     missing = device - rehearsed
     composite = {o for o in missing if m.resolve(o).status == "composite"}
-    stand_in = {o for o in missing - composite if _explicit_composite(o)}
+    storage = missing & STORAGE_OPS
+    if storage:
+        storage |= missing & STORAGE_EMPTY
+    stand_in = {o for o in missing - composite - storage if _explicit_composite(o)}
     chosen = choice_ops(trace, m)
     return DeviceOpsAgreement(target=stats.target, trace_device=device, rehearsed=rehearsed,
-                              trace_only=missing - composite - stand_in, stand_in_composite=stand_in,
+                              trace_only=missing - composite - stand_in - storage, stand_in_composite=stand_in,
+                              checkpoint_storage=storage,
                               rehearsal_only=rehearsed - device - EXPLAINED - chosen,
                               host_on_device=(host_only & rehearsed) - COMPOSITE_LEAVES - CHOICE_KERNELS - chosen,
                               composite_skipped=composite)

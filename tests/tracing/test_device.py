@@ -6,6 +6,7 @@ line, in a process of its own."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -118,6 +119,20 @@ def test_a_disagreement_between_trace_and_rehearsal_is_named(tmp_path):
     agreement = compare_device_ops(trace, changed)
     assert agreement.trace_only == {"mm"} and agreement.rehearsal_only == {"_thnn_fused_gru_cell"}
     assert not agreement.equal and agreement.to_json()["equal"] is False
+    # a checkpoint's storages on the trace's device (set_ over a storage, the empty tensor a storage copy sets),
+    # which the rehearsal's checkpoints move without those ops, are reported apart; an empty tensor alone is not
+    model = next(r for r in trace.records if r.where == "device" and r.kind == "op")
+    empty = dataclasses.replace(model, op="aten::empty.memory_format")
+    storage = dataclasses.replace(model, op="aten::set_.source_Storage_storage_offset")
+    data["ops"] = [o for o in data["ops"] if o["op"] != "empty.memory_format"]
+    no_empty = Stats.from_json(data)
+    trace.records.append(empty)
+    alone = compare_device_ops(trace, no_empty)
+    assert "empty.memory_format" in alone.trace_only and not alone.checkpoint_storage
+    trace.records.append(storage)
+    both = compare_device_ops(trace, no_empty)
+    assert both.checkpoint_storage == {"empty.memory_format", "set_.source_Storage_storage_offset"}
+    assert both.trace_only == {"mm"} and both.to_json()["checkpoint_storage"] == sorted(both.checkpoint_storage)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
