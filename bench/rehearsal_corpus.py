@@ -15,7 +15,7 @@ parameters before the first update and before the last one). Per program:
   each vendor of the manifest, its newest release;
 - ``port``: ``opaudit fix --target T --unsafe-fixes`` on the copy, then ``opaudit run --simulate T --strict
   --no-map-cuda --stats``;
-- ``trace``: ``opaudit trace --json`` on the simulated CUDA device (the default).
+- ``trace``: ``opaudit trace --json`` as it traces by default (on the C++ stand-in for CUDA, opaudit.standin).
 
 A run trains when the probe saw at least two backward passes on the run's device and the parameters moved;
 its losses match when every loss of the reference (the CPU run, or the trace where the program has no CPU
