@@ -81,20 +81,28 @@ def _references(module: Any, originals: dict[int, Any]) -> tuple[str, ...]:
 
 
 class ChoiceWatch(Patches):
-    """Installs the wrappers; ``on_call(name, args, kwargs, frame, run)`` is the recorder's hook."""
+    """Installs the wrappers; ``on_call(name, args, kwargs, frame, run)`` is the recorder's hook.
+
+    Watches nest: a recording inside a rehearsal (``opaudit run --simulate --audit-json``) has both the
+    recorder's hook and the simulator's (which marks the ops of a composite the target registers itself). A
+    call runs every hook installed on its thread, the newest outermost, each ``run`` calling the next one
+    and the last the function itself; whichever watch's wrapper a name is bound to, the same hooks run.
+    """
 
     def __init__(self, on_call: Callable[..., Any]):
         super().__init__()
         self.on_call = on_call
+        self._entry: tuple[int, Callable[..., Any]] | None = None
 
-    def _wrap(self, original: Callable, choice: Choice) -> Callable:
-        on_call = self.on_call
-        thread = threading.get_ident()
-
+    @staticmethod
+    def _wrap(original: Callable, choice: Choice) -> Callable:
         def watched(*args, **kwargs):
-            if threading.get_ident() != thread:
+            hooks = _hooks.get(threading.get_ident())
+            if not hooks:
                 return original(*args, **kwargs)
-            return on_call(choice.overload(args), args, kwargs, sys._getframe(1), original)
+            if len(hooks) == 1:
+                return hooks[0](choice.overload(args), args, kwargs, sys._getframe(1), original)
+            return _chain(hooks, len(hooks) - 1, choice.overload(args), sys._getframe(1), original)(*args, **kwargs)
 
         try:
             functools.update_wrapper(watched, original)
@@ -117,3 +125,36 @@ class ChoiceWatch(Patches):
         # other names bound to the same functions, anywhere in the loaded modules (scanning all of them
         # takes ~50 ms, once per process)
         self.patch_aliases(originals, wrappers, _scanned, _holding, _references)
+        thread = threading.get_ident()
+        self._entry = (thread, self.on_call)
+        _hooks.setdefault(thread, []).append(self.on_call)
+
+    def remove(self) -> None:
+        if self._entry is not None:
+            thread, hook = self._entry
+            hooks = _hooks.get(thread, [])
+            for i in range(len(hooks) - 1, -1, -1):  # this watch's own entry, wherever it is on the stack
+                if hooks[i] is hook:
+                    del hooks[i]
+                    break
+            if not hooks:
+                _hooks.pop(thread, None)
+            self._entry = None
+        super().remove()
+
+
+# thread -> the installed watches' hooks, oldest first
+_hooks: dict[int, list[Callable[..., Any]]] = {}
+
+
+def _chain(hooks: list[Callable[..., Any]], i: int, overload: str, frame: Any, original: Callable) -> Callable:
+    """The call of ``hooks[i]``, whose ``run`` goes on to ``hooks[i - 1]`` and, below the first, to ``original``."""
+    if i < 0:
+        return original
+    hook = hooks[i]
+    run = _chain(hooks, i - 1, overload, frame, original) if i else original
+
+    def call(*args, **kwargs):
+        return hook(overload, args, kwargs, frame, run)
+
+    return call

@@ -164,6 +164,24 @@ def test_a_target_that_registers_the_composite_itself_is_not_held_to_the_stand_i
     assert load_matrix(target).resolve("_thnn_fused_gru_cell_backward").status == "missing"
 
 
+def test_tracing_the_rehearsal_leaves_its_answer_as_it_is(tmp_path):
+    """--audit-json traces the rehearsal too: the recorder's watch of the device-selected composites and the
+    rehearsal's (which marks the ops inside ascend's own GRU) both run, so the cell's backward is still a step
+    of ascend's own kernel, --strict still passes, and the audit of the same run agrees (it once said "runs
+    natively" while the rehearsal beside it, having lost its mark, sent the cell to the CPU)."""
+    stats, audit = tmp_path / "stats.json", tmp_path / "audit.json"
+    rc, stdout, stderr = run_cli("run", "--simulate", "ascend", "--strict", "--stats", str(stats), "--audit-json",
+                                 str(audit), "--", str(FIXTURES / "fallback" / "rnn_step.py"), "GRU")
+    assert rc == 0, stderr[-2000:]
+    ops = {o["op"]: o for o in json.loads(stats.read_text())["ops"]}
+    cell = ops["_thnn_fused_gru_cell_backward"]
+    assert (cell["path"], cell["status"], cell["calls"]) == ("native", "native", 10), cell
+    (verdict,) = json.loads(audit.read_text())["targets"]
+    assert verdict["verdict"] == "runs", verdict
+    trace_ops = {o["op"] for o in json.loads(audit.read_text())["ops"]}
+    assert "aten::gru.input" in trace_ops, sorted(trace_ops)  # the trace recorded the choice beside the rehearsal
+
+
 def test_a_packed_sequence_rehearses_with_its_batch_sizes_on_the_host(tmp_path):
     """pack_padded_sequence takes its lengths, and returns the batch sizes, as CPU tensors on a device too
     (aten/src/ATen/native/PackedSequence.cpp). The packed GRU calls gru.data, which ascend does not register
