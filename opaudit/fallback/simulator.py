@@ -53,6 +53,7 @@ from opaudit.fallback.tensor import (
     state,
 )
 from opaudit.matrix.registrations import read as read_registration
+from opaudit.tracing.compiled import EagerCompile
 
 BUILTIN_TYPES = frozenset({"cpu", "cuda", "xpu", "mps", "xla", "hpu", "mtia", "maia", "meta", "ipu", "ve", "lazy",
                            "vulkan", "metal", "fpga", "mkldnn", "opengl", "opencl", "ideep", "hip"})
@@ -346,8 +347,17 @@ class Simulator:
             self._undo = enter_device(self)
             if self._own:
                 self._undo.append(self._watch_own_kernels().remove)
+            # torch.compile runs eagerly: the rehearsal checks the device's eager ops (tracing/compiled.py)
+            compiled = EagerCompile().__enter__()
+            self._undo.append(lambda: self._compiled_done(compiled))
             state.sim = self
         return self
+
+    def _compiled_done(self, compiled: EagerCompile) -> None:
+        compiled.__exit__(None, None, None)
+        warning = compiled.warning()
+        if warning:
+            self.stats.warnings.append(warning)
 
     def __exit__(self, *exc: Any) -> None:
         with _lock:

@@ -62,6 +62,7 @@ class Stats:
     kind: str  # "installed" (a live backend) or "simulated" (a CPU rehearsal)
     ops: dict[tuple[str, str], OpStat] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what the run did otherwise than the device would
     started: float = field(default_factory=time.perf_counter)
     duration_s: float = 0.0
 
@@ -125,6 +126,7 @@ class Stats:
                        f"{moved}{err}{where}")
         if len(fallen) > 20:
             out.append(f"  ... and {len(fallen) - 20} more")
+        out += [f"warning: {w}" for w in self.warnings]
         unknown = self.unknown()
         if unknown:
             shown = ", ".join(s.op for s in unknown[:8]) + (f" and {len(unknown) - 8} more" if len(unknown) > 8 else "")
@@ -141,13 +143,14 @@ class Stats:
         return {
             "schema": SCHEMA, "target": self.target, "device": self.device, "kind": self.kind,
             "duration_s": self.duration_s, "calls": dict(self.calls), "statuses": dict(self.statuses),
-            "errors": list(self.errors), "summary": self.summary(),
+            "errors": list(self.errors), "warnings": list(self.warnings), "summary": self.summary(),
             "ops": [asdict(s) for s in sorted(self.ops.values(), key=lambda s: (s.path, -s.calls, s.op))],
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Stats:
-        s = cls(data["target"], data["device"], data["kind"], errors=list(data.get("errors", [])))
+        s = cls(data["target"], data["device"], data["kind"], errors=list(data.get("errors", [])),
+                warnings=list(data.get("warnings", [])))
         s.duration_s = data.get("duration_s", 0.0)
         for row in data.get("ops", []):
             o = OpStat(**row)

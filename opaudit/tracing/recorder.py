@@ -33,6 +33,7 @@ from opaudit.tracing.apis import ApiWatch
 from opaudit.tracing.attribution import HINT_NONE, HINT_OPTIMIZER, ModuleStack, source_locator
 from opaudit.tracing.autocast import policy_dtypes
 from opaudit.tracing.choices import ChoiceWatch
+from opaudit.tracing.compiled import EagerCompile
 from opaudit.tracing.scalars import ScalarOracle
 
 Tensor = torch.Tensor
@@ -93,6 +94,7 @@ class Recording:
         self.devices: set[str] = set()
         self._info: dict[Any, tuple] = {}
         self.registrations: dict[str, Any] = {}  # custom op -> matrix.registrations.Registration
+        self.compiled = EagerCompile()  # torch.compile runs eagerly while recording (compiled.py)
         self.max_ops = max_ops
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.progress = progress
@@ -512,6 +514,7 @@ def recording(rec: Recording) -> Iterator[Recording]:
     CompositeImplicitAutograd functions the model calls (apis.py) watched."""
     watch = ChoiceWatch(rec.choice)
     apis = ApiWatch(rec)
+    rec.compiled.__enter__()
     rec.modules.install()
     watch.install()
     apis.install()
@@ -525,3 +528,4 @@ def recording(rec: Recording) -> Iterator[Recording]:
         apis.remove()
         watch.remove()
         rec.modules.remove()
+        rec.compiled.__exit__(None, None, None)

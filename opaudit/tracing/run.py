@@ -53,7 +53,7 @@ def build_trace(rec: Recording, *, mode: str, mode_reason: str, train: bool, ste
         noise_calls=rec.noise,
         unattributed_backward_calls=rec.unattributed,
         scalar_guesses=dict(rec.oracle.guesses) if rec.oracle is not None else {},
-        warnings=list(warnings or []),
+        warnings=[*(warnings or []), *([w] if (w := rec.compiled.warning()) else [])],
         simulated=simulated,
     )
     return Trace(meta=meta, records=records, modules=modules, sources=sources,

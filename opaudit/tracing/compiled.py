@@ -1,0 +1,89 @@
+"""``torch.compile`` while opaudit records or rehearses: the code runs eagerly, and the trace says so.
+
+A compiled function or module runs as a graph that Dynamo captured and a backend (Inductor by default)
+turned into kernels of its own: the ops a trace records and a rehearsal runs are the eager ones, which is
+what a vendor's device runs without a compiler backend, and the device's own compiler (torch_npu's
+torchair, Intel's Inductor for XPU) is outside what opaudit can check. Left alone, Dynamo would trace
+into the recorder's dispatch mode and Inductor would compile for a device it does not know. So for the
+time of a recording or a rehearsal, ``torch.compile`` gives what it always gives (an ``OptimizedModule``
+with ``_orig_mod``, a wrapped function, a decorator) with Dynamo turned off (``torch._dynamo.config.disable``,
+so every call runs eagerly; ``fullgraph=True`` is dropped, since it insists that a graph was captured), and
+each call site is noted: a warning where it is called, and ``meta.warnings`` in the trace.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Any
+
+import torch
+
+_active: list[EagerCompile] = []  # the entered contexts, outermost first
+_saved: dict[str, Any] = {}  # what the outermost context replaced
+
+
+class EagerCompile:
+    """Context manager; ``sites`` lists where ``torch.compile`` was called inside it (``file:line``)."""
+
+    def __init__(self) -> None:
+        self.sites: list[str] = []
+
+    def __enter__(self) -> EagerCompile:
+        if not _active:
+            _saved["compile"] = torch.compile
+            torch.compile = _compile  # type: ignore[assignment]
+            if "torch._dynamo" in sys.modules:  # a function or model compiled before (a model given to trace())
+                _disable()
+        _active.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self in _active:
+            _active.remove(self)
+        if not _active and "compile" in _saved:
+            torch.compile = _saved.pop("compile")
+            if "disable" in _saved:
+                from torch import _dynamo
+
+                _dynamo.config.disable = _saved.pop("disable")
+
+    def warning(self) -> str | None:
+        if not self.sites:
+            return None
+        return (f"torch.compile ran eagerly ({', '.join(dict.fromkeys(self.sites))}): the ops checked are "
+                "the eager ones, what the device runs without a compiler backend; a vendor's own compiler "
+                "(torch_npu's torchair, Inductor for XPU) is not checked")
+
+
+def _site() -> str:
+    from opaudit.tracing.recorder import display_path
+
+    frame: Any = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR):
+        frame = frame.f_back  # a decorator factory of torch's own: the user's line is further out
+    if frame is None:
+        return "?"
+    return f"{display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+_TORCH_DIR = torch.__file__.rpartition("/")[0] + "/"
+
+
+def _disable() -> None:
+    from torch import _dynamo
+
+    if "disable" not in _saved:
+        _saved["disable"] = _dynamo.config.disable
+    _dynamo.config.disable = True
+
+
+def _compile(model: Any = None, **kwargs: Any) -> Any:
+    site = _site()
+    for ctx in _active:
+        ctx.sites.append(site)
+    _disable()
+    kwargs["fullgraph"] = False
+    warnings.warn(f"opaudit: torch.compile at {site} runs eagerly (Dynamo off while opaudit records or rehearses: "
+                  "the eager ops are what it checks)", RuntimeWarning, stacklevel=2)
+    return _saved.get("compile", torch.compile)(model, **kwargs)
