@@ -21,6 +21,7 @@ from types import FrameType
 from typing import Any
 
 from opaudit.files import write_atomic
+from opaudit.tracing.attribution import user_line  # noqa: F401 - the rehearsal's modules take it from here
 
 SCHEMA = "opaudit.fallback/1"
 # the ways an op ran, best first
@@ -171,19 +172,6 @@ def _size(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GiB"
-
-
-def user_line() -> str | None:
-    """The first user line on the stack ("train.py:42"), as the tracer finds it."""
-    from opaudit.tracing.attribution import source_locator
-    from opaudit.tracing.recorder import display_path
-
-    loc = source_locator()
-    found, _ = loc.locate(sys._getframe(0))  # (frames above 0 may not exist on an autograd device thread)
-    if found is None:
-        return None
-    path, line = loc.resolve(found)
-    return f"{display_path(path)}:{line}"
 
 
 def warn_at_user(message: str, category: type[Warning] = UserWarning) -> None:

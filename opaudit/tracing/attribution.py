@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import sysconfig
 from collections.abc import Callable
 from pathlib import Path
@@ -220,3 +221,15 @@ def line_of(code: CodeType, offset: int) -> int:
 def source_locator() -> SourceLocator:
     """The process-wide locator: its per-code cache outlives one recording."""
     return SourceLocator()
+
+
+def user_line() -> str | None:
+    """The first user line on the stack ("train.py:42"), as the tracer finds it."""
+    from opaudit.tracing.recorder import display_path
+
+    loc = source_locator()
+    found, _ = loc.locate(sys._getframe(0))  # (frames above 0 may not exist on an autograd device thread)
+    if found is None:
+        return None
+    path, line = loc.resolve(found)
+    return f"{display_path(path)}:{line}"

@@ -152,7 +152,7 @@ def _chain(hooks: list[Callable[..., Any]], i: int, overload: str, frame: Any, o
     if i < 0:
         return original
     hook = hooks[i]
-    run = _chain(hooks, i - 1, overload, frame, original) if i else original
+    run = _chain(hooks, i - 1, overload, frame, original)
 
     def call(*args, **kwargs):
         return hook(overload, args, kwargs, frame, run)

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from opaudit.tracing.attribution import user_line
+
 _active: list[EagerCompile] = []  # the entered contexts, outermost first
 _saved: dict[str, Any] = {}  # what the outermost context replaced
 
@@ -56,20 +58,6 @@ class EagerCompile:
                 "(torch_npu's torchair, Inductor for XPU) is not checked")
 
 
-def _site() -> str:
-    from opaudit.tracing.recorder import display_path
-
-    frame: Any = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR):
-        frame = frame.f_back  # a decorator factory of torch's own: the user's line is further out
-    if frame is None:
-        return "?"
-    return f"{display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
-
-
-_TORCH_DIR = torch.__file__.rpartition("/")[0] + "/"
-
-
 def _disable() -> None:
     from torch import _dynamo
 
@@ -79,7 +67,7 @@ def _disable() -> None:
 
 
 def _compile(model: Any = None, **kwargs: Any) -> Any:
-    site = _site()
+    site = user_line() or "?"
     for ctx in _active:
         ctx.sites.append(site)
     _disable()
