@@ -30,6 +30,12 @@ if "OPAUDIT_CUDA_STAND_IN_BUILD" not in os.environ:
 
     os.environ["OPAUDIT_CUDA_STAND_IN_BUILD"] = str(Path(tempfile.gettempdir()) / f"opaudit-test-{os.getuid()}"
                                                     / "cuda-stand-in" / standin.build_dir().name)
+# So is the rehearsal's C++ device (opaudit.fallback.native).
+if "OPAUDIT_REHEARSAL_DEVICE_BUILD" not in os.environ:
+    from opaudit.fallback import native
+
+    os.environ["OPAUDIT_REHEARSAL_DEVICE_BUILD"] = str(Path(tempfile.gettempdir()) / f"opaudit-test-{os.getuid()}"
+                                                       / "rehearsal-device" / native.build_dir().name)
 if "OPAUDIT_CACHE_DIR" not in os.environ:
     _CACHE = tempfile.mkdtemp(prefix="opaudit-test-cache-")
     os.environ["OPAUDIT_CACHE_DIR"] = _CACHE

@@ -60,6 +60,8 @@ def run(
 
         for p in [*outputs.values(), *([str(stats_path)] if stats_path else [])]:
             check_writable(p)
+        if simulate is not None:
+            rehearsal_device()
         try:
             result = run_script(args[0], args[1:], simulate=simulate, fallback=fallback, strict=strict,
                                 strict_unknown=strict_unknown,
@@ -88,3 +90,19 @@ def run(
             warning = check_reached(result, allow_empty=allow_empty)
             if warning:
                 warn(warning)
+
+
+def rehearsal_device() -> None:
+    """Build (on first use: say so) and load the rehearsal's C++ device, unless the wrapper engine was asked for;
+    where it cannot be built, say why: the rehearsal runs on the wrapper engine (opaudit.fallback.native)."""
+    from opaudit.fallback import native
+
+    if not native.wanted():
+        return
+
+    def note(text: str) -> None:
+        err.print(text, style="dim", markup=False, highlight=False)
+
+    if native.load(note=note) is None:
+        note(f"{native.reason()}\nthe rehearsal runs on its wrapper engine instead (slower; "
+             f"{native.ENV_ENGINE}=wrapper skips the build)")

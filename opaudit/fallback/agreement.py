@@ -12,7 +12,12 @@ has no kernel of its own for it and receives its parts. Another is the trace's d
 GPU than the rehearsal's (``checkpoint_storage``): on the C++ stand-in for CUDA, torch.save copies each storage
 to the host and torch.load rebuilds each tensor over its storage, through ``set_`` with a storage source (and
 the empty tensor it sets), as on a GPU and on a vendor's device; the rehearsal's checkpoints (checkpoint.py)
-move the data without those ops. Anything else that one side has and the other lacks is a disagreement.
+move the data without those ops. And the trace's dispatch mode makes PyTorch take a subclass's path
+(``mode_path``: at::isTensorSubclassLike holds while a dispatch mode is on): ``reshape`` views where a device
+tensor reaches ``_reshape_alias`` (aten/src/ATen/native/TensorShape.cpp), AccumulateGrad adds a gradient out
+of place where it adds into the device's in place (``add_``; torch/csrc/autograd/functions/accumulate_grad.h);
+the rehearsal's C++ device runs without a mode, as a device does, and receives those. Anything else that one
+side has and the other lacks is a disagreement.
 
 >>> agreement = compare_device_ops(opaudit.load_trace("t.json"), Stats.load("stats.json"))  # doctest: +SKIP
 >>> agreement.equal, sorted(agreement.trace_only), sorted(agreement.rehearsal_only)          # doctest: +SKIP
@@ -38,6 +43,8 @@ MODULE_TO = frozenset({"_has_compatible_shallow_copy_type"})
 # a tensor rebuilt over a storage (a checkpoint's, saved or loaded), and the empty tensor a storage copy sets
 STORAGE_OPS = frozenset({"set_.source_Storage", "set_.source_Storage_storage_offset"})
 STORAGE_EMPTY = frozenset({"empty.memory_format"})
+# what a device tensor reaches where the trace's tensors, under its dispatch mode, take the subclass path (module doc)
+MODE_PATH = frozenset({"_reshape_alias", "add_.Tensor"})
 EXPLAINED = COMPOSITE_LEAVES | CHOICE_KERNELS | MODULE_TO
 # the recurrent choices run a loop of cells over ``input.unbind(0)`` (aten/src/ATen/native/RNN.cpp FullLayer),
 # on every path of device_selected.toml, which lists the cells' ops only
@@ -61,6 +68,8 @@ class DeviceOpsAgreement:
     stand_in_composite: set[str] = field(default_factory=set)
     # trace-only ops of a checkpoint's storages, which the trace's device runs and the rehearsal's does not
     checkpoint_storage: set[str] = field(default_factory=set)
+    # rehearsal-only ops a device tensor reaches where the trace's, under its dispatch mode, take another path
+    mode_path: set[str] = field(default_factory=set)
 
     @property
     def equal(self) -> bool:
@@ -72,7 +81,7 @@ class DeviceOpsAgreement:
                 "rehearsal_only": sorted(self.rehearsal_only), "host_on_device": sorted(self.host_on_device),
                 "composite_skipped": sorted(self.composite_skipped),
                 "stand_in_composite": sorted(self.stand_in_composite),
-                "checkpoint_storage": sorted(self.checkpoint_storage)}
+                "checkpoint_storage": sorted(self.checkpoint_storage), "mode_path": sorted(self.mode_path)}
 
 
 def compare_device_ops(trace: Trace, stats: Stats, matrix: Matrix | None = None) -> DeviceOpsAgreement:
@@ -93,10 +102,11 @@ def compare_device_ops(trace: Trace, stats: Stats, matrix: Matrix | None = None)
         storage |= missing & STORAGE_EMPTY
     stand_in = {o for o in missing - composite - storage if _explicit_composite(o)}
     chosen = choice_ops(trace, m)
+    mode = (rehearsed - device) & MODE_PATH
     return DeviceOpsAgreement(target=stats.target, trace_device=device, rehearsed=rehearsed,
                               trace_only=missing - composite - stand_in - storage, stand_in_composite=stand_in,
-                              checkpoint_storage=storage,
-                              rehearsal_only=rehearsed - device - EXPLAINED - chosen,
+                              checkpoint_storage=storage, mode_path=mode,
+                              rehearsal_only=rehearsed - device - EXPLAINED - chosen - mode,
                               host_on_device=(host_only & rehearsed) - COMPOSITE_LEAVES - CHOICE_KERNELS - chosen,
                               composite_skipped=composite)
 

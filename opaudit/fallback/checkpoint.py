@@ -151,6 +151,38 @@ def enter(sim: Simulator) -> Callable[[], None]:
     return patch.undo
 
 
+def enter_native(sim: Simulator) -> Callable[[], None]:
+    """The same on the rehearsal's C++ device (native.py), whose storages are device storages: ``torch.save``
+    tags them with the target's device type (``xpu:0`` for ``xpusim``), and ``torch.load`` puts a storage whose
+    place names the simulated device (a mapped type included) there, its index checked. Returns the undo."""
+    places = _Places(sim)
+    patch = Patches()
+    original_tag = torch.serialization.location_tag
+
+    def location_tag(storage: Any) -> str:
+        device = getattr(storage, "device", None)
+        if device is not None and device.type == sim.name:
+            return f"{places.tag}:{device.index or 0}"
+        return original_tag(storage)
+
+    original_restore = torch.serialization.default_restore_location
+
+    def default_restore_location(storage: Any, location: str) -> Any:
+        index = places.index(location)
+        if index is None:
+            return original_restore(storage, location)
+        i = state.current if index == ANY else index
+        if i >= state.count:
+            raise RuntimeError(f"Attempting to deserialize object on {sim.device_type.upper()} device {i} but "
+                               f"torch.{sim.name}.device_count() is {state.count}. Please use torch.load with "
+                               "map_location to map your storages to an existing device.")
+        return storage.to(device=torch.device(sim.name, i))
+
+    patch(torch.serialization, "location_tag", location_tag)
+    patch(torch.serialization, "default_restore_location", default_restore_location)
+    return patch.undo
+
+
 def _mark(storage: Any, index: int) -> Any:
     """``storage`` (a CPU storage) restored to the simulated device ``index``: the tensors built on it in this
     load become simulated tensors."""

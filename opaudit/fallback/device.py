@@ -51,6 +51,13 @@ def _index(device: Any) -> int:
     return state.current if index is None else index
 
 
+def _select(index: int) -> None:
+    """Make ``index`` the current device (on the C++ device too: its allocations land there)."""
+    state.current = index
+    if memory.native is not None:
+        memory.native.set_device(index)
+
+
 class _Event:
     """A device event timed on the host (the simulated device runs synchronously)."""
 
@@ -143,7 +150,7 @@ class SimDevice(types.ModuleType):
             return
         if not 0 <= index < state.count:
             raise RuntimeError(f"{self.device_name}: invalid device ordinal {index} (device count {state.count})")
-        state.current = index
+        _select(index)
 
     @contextmanager
     def device(self, device: Any):
@@ -152,7 +159,7 @@ class SimDevice(types.ModuleType):
         try:
             yield
         finally:
-            state.current = before
+            _select(before)
 
     def synchronize(self, device: Any = None) -> None:
         pass
@@ -259,7 +266,9 @@ class SimDevice(types.ModuleType):
 def enter(sim: Simulator) -> list[Callable[[], None]]:
     """Set up the device for ``sim`` (module doc); returns the undo of each step."""
     undo: list[Callable[[], None]] = []
-    undo.append(_foreach(sim))
+    wrapper = sim.runs_on == "wrapper"  # (the C++ device's tensors are device tensors to torch: native.py)
+    if wrapper:
+        undo.append(_foreach(sim))
     undo.append(_autocast(sim))
     undo.append(collectives(sim))
     undo.append(_plugin_module(sim))
@@ -268,7 +277,7 @@ def enter(sim: Simulator) -> list[Callable[[], None]]:
     undo.append(_swap_parameters())
     undo.append(_backward_on_the_calling_thread())
     undo.append(_raise_after_backward(sim))
-    undo.append(checkpoint.enter(sim))
+    undo.append(checkpoint.enter(sim) if wrapper else checkpoint.enter_native(sim))
     if sim.release.vendor == "cuda":
         undo.append(_cuda_build(sim))
     if sim.aliases:
@@ -404,7 +413,8 @@ def _surface(sim: Simulator) -> Callable[[], None]:
 
 def _swap_parameters() -> Callable[[], None]:
     """``model.to("npu")`` keeps each Parameter object and shared weights shared (GPT-2's lm_head is its
-    wte), as on a plugin's device: a CPU tensor and a simulated one are no compatible shallow-copy types,
+    wte), as on a plugin's device: a CPU tensor and a simulated one (either engine's: PrivateUse1 is no dense
+    backend to TensorImpl::has_compatible_shallow_copy_type) are no compatible shallow-copy types,
     so Module._apply would make a new Parameter per module; swapping the tensors in place keeps them. Only
     in ``_apply``: the same switch makes ``load_state_dict`` swap too, which fails on modules that keep
     weak references to their parameters (an LSTM's flat weights), where the device copies in place.

@@ -16,6 +16,9 @@ Reserved memory follows a caching allocator, as a device's is: freed blocks stay
 in use). Block rounding and fragmentation are not modelled: reserved is the least a caching allocator would
 hold, and always at least what is allocated.
 
+On the rehearsal's C++ device (native.py) the device's own allocator keeps the same counters, and the
+queries below read them there (``native``, set while that engine runs).
+
 Weak reference callbacks run wherever a storage happens to be freed (inside an op, in the garbage
 collector): they only move the freed storage from ``_held`` to ``_freed``, and the counters take it off
 under the lock, before any allocation or query (``_settle``), so no update is lost and the peak never counts
@@ -71,6 +74,7 @@ _held: dict[int, _Held] = {}  # id(storage) -> its reference, for every counted 
 _freed: deque[_Held] = deque()  # storages freed, not yet taken off the counters
 _counts: dict[int, Counts] = {}  # device index -> its counters
 _lock = threading.Lock()
+native: Any = None  # the C++ device's library, while the rehearsal runs on it (its allocator counts)
 
 
 def _gone(ref: Any) -> None:
@@ -134,6 +138,9 @@ def resized(storage: Any) -> None:
 
 def counts(index: int) -> Counts:
     """The counters of device ``index``, up to date (a copy)."""
+    if native is not None:
+        fields = ("allocated", "peak", "reserved", "peak_reserved", "allocations", "allocated_total", "freed_total")
+        return Counts(**dict(zip(fields, native.memory(index), strict=True)))
     with _lock:
         _settle()
         c = _counter(index)
@@ -142,6 +149,9 @@ def counts(index: int) -> Counts:
 
 def reset_peak(index: int) -> None:
     """The peaks start again from now (reset_peak_memory_stats, reset_max_memory_allocated)."""
+    if native is not None:
+        native.reset_peak(index)
+        return
     with _lock:
         _settle()
         c = _counter(index)
@@ -151,6 +161,9 @@ def reset_peak(index: int) -> None:
 
 def empty_cache() -> None:
     """The caching allocator gives back every block not in use, on every device index."""
+    if native is not None:
+        native.empty_cache()
+        return
     with _lock:
         _settle()
         for c in _counts.values():

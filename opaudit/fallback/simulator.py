@@ -1,10 +1,12 @@
 """A CPU rehearsal of a target: ``with opaudit.fallback.simulate("ascend@2.6.0.post5"):``.
 
-Tensors on the simulated device are ``SimTensor``s (tensor.py): wrapper tensors whose device is the
-target's (``npu:0``; PrivateUse1 renamed, as the vendor's plugin does) and whose data is a CPU tensor.
-Autograd, ``nn.Parameter``, optimizers and autocast see a device tensor; every op below autograd reaches
-``SimTensor.__torch_dispatch__`` in the functional form a backend receives, which hands it to the running
-Simulator, and is held to the target's matrix (opaudit.matrix):
+The simulated device is the target's (``npu:0``; PrivateUse1 renamed, as the vendor's plugin does), on one
+of two engines (native.py): a C++ device whose tensors are real device tensors over host memory, where an
+op's first call asks ``native_plan`` how the target runs it and an op it runs natively then runs (and is
+counted) in C++, every other call coming to ``handle``; or, where that cannot be built, ``SimTensor``s
+(tensor.py), wrapper tensors whose data is a CPU tensor and whose every op below autograd reaches
+``SimTensor.__torch_dispatch__``, which hands it to the running Simulator. Either way, every op the device
+receives is held to the target's matrix (opaudit.matrix):
 
 - ``native``, ``composite`` (and ``unknown``, where the data says nothing) run on the CPU data;
 - ``cpu_fallback`` runs and is counted as the vendor's fallback counts it (the bytes it would copy to the
@@ -31,7 +33,8 @@ from typing import Any
 import torch
 
 from opaudit.errors import InputError
-from opaudit.fallback.choose import Chooser, decomposing, decomposition, op_name, run_decomposition
+from opaudit.fallback import memory, native
+from opaudit.fallback.choose import Chooser, cpu_impl, decomposing, decomposition, op_name, run_decomposition
 from opaudit.fallback.device import SimDevice
 from opaudit.fallback.device import enter as enter_device
 from opaudit.fallback.live import run_fallback
@@ -96,6 +99,9 @@ CROSS_DEVICE = frozenset({
     "_index_put_impl_", "set_.source_Tensor", "lift_fresh", "lift_fresh_copy", "_has_compatible_shallow_copy_type",
     "equal", "_pack_padded_sequence",
 })
+# device kinds whose tensors torch reshapes with view, never _reshape_alias (aten/src/ATen/native/TensorShape.cpp
+# reshape_symint: is_xla, is_lazy, is_ipu; and tensor subclasses, as the wrapper engine's)
+VIEW_RESHAPE = frozenset({"XLA", "Lazy", "IPU"})
 # results a device's kernel makes on the host (index in the op's results): a packed sequence's batch sizes
 HOST_RESULTS = {"_pack_padded_sequence": frozenset({1})}
 
@@ -138,6 +144,11 @@ class Simulator:
         self._own = {op: d for op, d in own_kernel_detours(self.matrix).items() if op not in self._detours}
         self._warned: set[str] = set()
         self._undo: list[Any] = []
+        self.runs_on = "wrapper"  # the device engine (native.py: "native", "wrapper"), known once it is set up
+        self._run_native = run_native
+        self._host_tensor = host_tensor
+        self._device_index = device_index
+        self._host_data = host_data
 
     # -- what the target has ---------------------------------------------------------------------------
     def _has(self, name: str) -> bool:
@@ -150,6 +161,8 @@ class Simulator:
         name = op_name(func)
         if func.namespace != "aten":
             name = f"{func.namespace}::{name.split('::')[-1]}"
+        if name == "_reshape_alias" and self.release.dispatch_key in VIEW_RESHAPE:
+            name = "view"  # (the C++ device's tensors reach _reshape_alias where the target's take view)
         detour = self._detours.get(name)
         if detour is not None:  # the target takes another device-selected path here (paths.py)
             stat = self.stats.op(name, "decomposition", detour.why, "composite") if detour.runs else None
@@ -190,20 +203,21 @@ class Simulator:
         plan = self.plans.get(id(func))
         if plan is None:
             plan = self._plan(func)
-        if plan.call is not None:  # the common case, in one pass over the arguments
+        if plan.call is not None and self.runs_on == "wrapper":  # the common case, in one pass over the arguments
             plan.stat.calls += 1  # type: ignore[union-attr]
             return run_plain(func, plan.call, args, kwargs, plan.check_devices)
         if plan.check_devices:
-            cpu = host_tensor((*args, *kwargs.values()))
+            cpu = self._host_tensor((*args, *kwargs.values()))
             if cpu is not None:
                 line = user_line()
                 raise RuntimeError(
                     f"Expected all tensors to be on the same device, but found at least two devices, "
-                    f"{state.name}:{device_index(args, kwargs)} and cpu! [simulated {self.target}: aten::{plan.op} "
-                    f"got a CPU tensor of shape {list(cpu.shape)}" + (f", at {line}" if line else "") + "]")
+                    f"{state.name}:{self._device_index(args, kwargs)} and cpu! [simulated {self.target}: "
+                    f"aten::{plan.op} got a CPU tensor of shape {list(cpu.shape)}" + (f", at {line}" if line else "")
+                    + "]")
         if plan.kind == _NATIVE:
             plan.stat.calls += 1  # type: ignore[union-attr]
-            return run_native(func, args, kwargs, plan.host_results)
+            return self._run_native(func, args, kwargs, plan.host_results)
         if plan.kind == _VENDOR_CPU:
             return self._vendor_cpu(func, plan, args, kwargs)
         if plan.kind == _DETOUR:
@@ -220,7 +234,7 @@ class Simulator:
         a device op, and it is counted as running on the device, with the reason."""
         s = self.stats.op(detour.op, "native", detour.why, "native")
         s.calls += 1
-        return run_native(func, args, kwargs)
+        return self._run_native(func, args, kwargs)
 
     def _watch_own_kernels(self) -> Any:
         """Wrappers around the Python entry points of the composites the target registers itself: a call of
@@ -228,16 +242,22 @@ class Simulator:
         from opaudit.tracing.choices import ChoiceWatch
 
         overloads = frozenset(d.inside for d in self._own.values())
+        engine = self.runs_on
 
         def on_call(overload: str, args: tuple, kwargs: dict[str, Any], frame: Any, run: Any) -> Any:
             if overload not in overloads:
                 return run(*args, **kwargs)
 
             def pack(t: torch.Tensor) -> torch.Tensor:
-                if type(t) is not SimTensor:
+                if engine == "native":
+                    if t.device.type != state.name:
+                        return t
+                    saved = t.detach()  # (a new tensor object on the same memory, to carry the mark)
+                elif type(t) is not SimTensor:
                     return t
-                # a new wrapper of the same data: the node holding it must not hold its own output (a cycle)
-                saved = SimTensor(t.elem, t.sim_index)
+                else:
+                    # a new wrapper of the same data: the node holding it must not hold its own output (a cycle)
+                    saved = SimTensor(t.elem, t.sim_index)
                 saved.sim_inside = overload  # type: ignore[attr-defined]
                 return saved
 
@@ -287,7 +307,7 @@ class Simulator:
                          "and falls back to run on the CPU; this may have performance implications")
         s.calls += 1
         t0 = time.perf_counter()
-        out = _round_trip(func, s, args, kwargs)
+        out = _round_trip(func, s, args, kwargs, self._run_native)
         s.seconds += time.perf_counter() - t0
         return out
 
@@ -320,7 +340,8 @@ class Simulator:
 
     def _fallback(self, func: Any, path: str, s: OpStat, stats: Stats, args: tuple, kwargs: dict[str, Any]) -> Any:
         return run_fallback(func, path, s, stats, self.target, args, kwargs,
-                            lambda: _round_trip(func, s, args, kwargs), check=self.check_numerics, host=host_data,
+                            lambda: _round_trip(func, s, args, kwargs, self._run_native), check=self.check_numerics,
+                            host=self._host_data,
                             passthrough=(SimulatedMissing, RehearsalLimit))
 
     def _fail(self, func: Any, args: tuple, kwargs: dict[str, Any], error: SimulatedMissing) -> Any:
@@ -341,10 +362,19 @@ class Simulator:
         with _lock:
             if state.sim is not None:
                 raise InputError(f"a simulation of {state.sim.target} is already running in this process")
-            setup_device(self.name)
+            self.runs_on = self.stats.engine = setup_device(self.name)
             state.count = self.device_count
             state.current = 0
+            if self.runs_on == "native":
+                self._run_native, self._host_tensor = native.run_native, native.host_tensor
+                self._device_index, self._host_data = native.device_index, native.host_data
+                native.ext.set_device_count(self.device_count)
+                native.ext.set_device(0)
+                native.ext.set_policy(self.native_plan, self.handle)
+                self.stats.refresh = self.sync_counts
             self._undo = enter_device(self)
+            if self.runs_on == "native":
+                self._undo.insert(0, self._native_done)
             if self._own:
                 self._undo.append(self._watch_own_kernels().remove)
             # torch.compile runs eagerly: the rehearsal checks the device's eager ops (tracing/compiled.py)
@@ -352,6 +382,30 @@ class Simulator:
             self._undo.append(lambda: self._compiled_done(compiled))
             state.sim = self
         return self
+
+    # -- the C++ device (native.py) ---------------------------------------------------------------------
+    def native_plan(self, func: Any) -> tuple[int, bool, int]:
+        """How the C++ device runs ``func`` from its first call on: (1: in C++, as the target's native kernel;
+        2: through ``handle``), whether a host tensor beside device tensors is an error, and the results its
+        kernel makes on the host (a bit per result)."""
+        plan = self.plans.get(id(func)) or self._plan(func)
+        in_cpp = plan.kind == _NATIVE and plan.stat is not None and cpu_impl(func) is func
+        return (1 if in_cpp else 2, plan.check_devices, sum(1 << i for i in plan.host_results))
+
+    def sync_counts(self) -> None:
+        """Add the calls the C++ device ran and counted since the last sync to the statistics."""
+        for op, calls in native.ext.take_counts():
+            if isinstance(op, str):
+                base, _, overload = op.partition(".")
+                op = getattr(getattr(torch.ops.aten, base), overload or "default")
+            plan = self.plans.get(id(op)) or self._plan(op)
+            if plan.stat is not None:
+                plan.stat.calls += calls
+
+    def _native_done(self) -> None:
+        self.sync_counts()
+        self.stats.refresh = None
+        native.ext.set_policy(None, None)
 
     def _compiled_done(self, compiled: EagerCompile) -> None:
         compiled.__exit__(None, None, None)
@@ -396,11 +450,11 @@ def _bytes(x: Any) -> int:
     return 0
 
 
-def _round_trip(func: Any, s: OpStat, args: tuple, kwargs: dict[str, Any]) -> Any:
+def _round_trip(func: Any, s: OpStat, args: tuple, kwargs: dict[str, Any], run: Any = run_native) -> Any:
     """Run ``func`` on the CPU data and count what a device's CPU round trip would move: its inputs to the
     host, its results and the arguments it writes back."""
     s.to_host += _bytes((args, kwargs))
-    out = run_native(func, args, kwargs)
+    out = run(func, args, kwargs)
     s.to_device += _bytes(out) + sum(_bytes(argument(args, kwargs, p, n)) for p, n in signature(func).writes)
     return out
 
@@ -410,17 +464,30 @@ def _round_trip(func: Any, s: OpStat, args: tuple, kwargs: dict[str, Any]) -> An
 _setup: dict[str, Any] = {}
 
 
-def setup_device(name: str) -> None:
-    """Rename PrivateUse1 to ``name`` and register what a plugin registers (once per process)."""
+def setup_device(name: str) -> str:
+    """Rename PrivateUse1 to ``name`` and register what a plugin registers (once per process); returns the
+    engine the device runs on: ``native`` (native.py: the C++ device, where ``$OPAUDIT_REHEARSAL_DEVICE=native``
+    and it can be built) or ``wrapper`` (tensor.SimTensor)."""
     if _setup.get("name") == name:
-        return
+        return _setup["engine"]
     current = torch._C._get_privateuse1_backend_name()
     if _setup or current != "privateuseone":
         raise InputError(f"this process already has a {current!r} device: a process simulates one device type",
                          hint="run each simulation in its own process (opaudit run --simulate does)")
+    module = SimDevice(name)
+    if native.wanted() and native.load() is not None:
+        torch.utils.rename_privateuse1_backend(name)
+        torch.utils.generate_methods_for_privateuse1_backend()
+        torch._register_device_module(name, module)
+        lib = torch.library.Library("_", "IMPL")
+        lib.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+        state.name = name
+        devices.clear()
+        memory.native = native.ext  # (the device's allocator counts its memory, in and between rehearsals)
+        _setup.update(name=name, lib=lib, module=module, engine="native")
+        return "native"
     from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-    module = SimDevice(name)
     _setup_privateuseone_for_python_backend(name, backend_module=module)
     lib = torch.library.Library("_", "IMPL")
     lib.fallback(backend_kernel, "PrivateUse1")
@@ -434,7 +501,8 @@ def setup_device(name: str) -> None:
         kernels.impl(op, functools.partial(backend_kernel, overload_), "PrivateUse1")
     state.name = name
     devices.clear()
-    _setup.update(name=name, lib=lib, kernels=kernels, module=module)
+    _setup.update(name=name, lib=lib, kernels=kernels, module=module, engine="wrapper")
+    return "wrapper"
 
 
 _BACKEND_OPS = ("empty.memory_format", "empty_strided", "_copy_from", "_copy_from_and_resize", "_to_copy",

@@ -15,6 +15,7 @@ import sys
 import time
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -61,18 +62,29 @@ class Stats:
     target: str  # "ascend@2.6.0.post5", or the device type of a live backend
     device: str  # "npu"
     kind: str  # "installed" (a live backend) or "simulated" (a CPU rehearsal)
-    ops: dict[tuple[str, str], OpStat] = field(default_factory=dict)
+    engine: str = ""  # a rehearsal's device engine (fallback/native.py): "native" (C++) or "wrapper" (Python)
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # what the run did otherwise than the device would
     started: float = field(default_factory=time.perf_counter)
     duration_s: float = 0.0
+    _ops: dict[tuple[str, str], OpStat] = field(default_factory=dict, repr=False)
+    # brings the counts up to date before they are read: the rehearsal's C++ device counts the calls it runs
+    # natively itself (simulator.Simulator.sync_counts)
+    refresh: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def ops(self) -> dict[tuple[str, str], OpStat]:
+        """(op, path) -> its statistic."""
+        if self.refresh is not None:
+            self.refresh()
+        return self._ops
 
     # -- recording ------------------------------------------------------------------------------------
     def op(self, name: str, path: str, reason: str = "", status: str | None = None) -> OpStat:
         key = (name, path)
-        s = self.ops.get(key)
+        s = self._ops.get(key)
         if s is None:
-            s = self.ops[key] = OpStat(name, path, reason, status, source=user_line())
+            s = self._ops[key] = OpStat(name, path, reason, status, source=user_line())
         return s
 
     def numerics(self, s: OpStat, error: float) -> None:
@@ -117,7 +129,8 @@ class Stats:
         """A few lines for a terminal."""
         parts = [f"{PATH_TEXT[p]}: {int(r['calls']):,} calls" + (f" / {int(r['ops'])} ops" if r["ops"] else "")
                  for p, r in self.summary().items()]
-        out = [f"fallback on {self.target} ({self.kind}, device {self.device}): " + (", ".join(parts) or "no op ran")]
+        how = f"{self.kind}, device {self.device}" + (f", {self.engine} engine" if self.engine else "")
+        out = [f"fallback on {self.target} ({how}): " + (", ".join(parts) or "no op ran")]
         fallen = self.fallen_back()
         for st in fallen[:20]:
             err = f", max rel. error {st.max_rel_error:.2g}" if st.max_rel_error is not None else ""
@@ -142,7 +155,7 @@ class Stats:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "schema": SCHEMA, "target": self.target, "device": self.device, "kind": self.kind,
+            "schema": SCHEMA, "target": self.target, "device": self.device, "kind": self.kind, "engine": self.engine,
             "duration_s": self.duration_s, "calls": dict(self.calls), "statuses": dict(self.statuses),
             "errors": list(self.errors), "warnings": list(self.warnings), "summary": self.summary(),
             "ops": [asdict(s) for s in sorted(self.ops.values(), key=lambda s: (s.path, -s.calls, s.op))],
@@ -150,7 +163,8 @@ class Stats:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Stats:
-        s = cls(data["target"], data["device"], data["kind"], errors=list(data.get("errors", [])),
+        s = cls(data["target"], data["device"], data["kind"], data.get("engine", ""),
+                errors=list(data.get("errors", [])),
                 warnings=list(data.get("warnings", [])))
         s.duration_s = data.get("duration_s", 0.0)
         for row in data.get("ops", []):

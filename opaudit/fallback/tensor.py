@@ -277,7 +277,7 @@ def run_native(func: Any, args: tuple, kwargs: dict[str, Any], host: frozenset[i
     index = device_index(args, kwargs)
     fn = cpu_impl(func)  # the op itself, or a reference where the CPU has no kernel for it (references.py)
     if fn is None:
-        raise RehearsalLimit(_limit(func))
+        raise RehearsalLimit(limit_message_of(func))
     out = fn(*unwrap(args), **{k: unwrap(v) for k, v in kwargs.items()})
     sig = signature(func)
     for pos, name in sig.writes:
@@ -295,7 +295,7 @@ def run_native(func: Any, args: tuple, kwargs: dict[str, Any], host: frozenset[i
     return tuple(results) if len(sig.returns) > 1 else results[0]
 
 
-def _limit(func: Any) -> str:
+def limit_message_of(func: Any) -> str:
     """The error of an op that nothing in the rehearsal can run (references.limit_message)."""
     name = op_name(func)
     sim = state.sim

@@ -1,0 +1,673 @@
+// The rehearsal's device in C++ (opaudit/fallback/native.py builds and loads it): a PrivateUse1 device
+// whose tensors are real device tensors over host memory, and whose ops the target runs natively cost no
+// Python on their way.
+//
+// What a vendor plugin registers for its device is registered here: an allocator (64-byte aligned host
+// memory, counted per device index), a device guard (up to 16 devices, default streams, no-op events:
+// all synchronous) and the PrivateUse1 hooks. Kernels:
+// - allocation, views, resize_, set_ and the copies a backend provides (_copy_from, ...): C++ kernels,
+//   each call counted by op;
+// - every other op reaches `dispatch`: the fallback of the PrivateUse1 key, and the kernel registered on
+//   it for each op whose CompositeExplicitAutograd kernel would otherwise run on the device (so the ops
+//   the rehearsal judges are those the Python key sees, the ops a backend receives: see the tests).
+//   Its first call of an op asks the rehearsal's planner (Python) how the target runs it. The answer is
+//   kept: NATIVE runs the op's CPU kernel over CPU aliases of the device memory and counts the call;
+//   PYTHON hands each call to the rehearsal's handler (fallbacks, CPU round trips, detours, errors).
+//   A NATIVE call that mixes a host tensor of at least one dimension with device tensors goes to the
+//   handler too, which raises the device's error on the user's line.
+// reset() forgets the plans (a new rehearsal, another target).
+#include <torch/extension.h>
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_local_scalar_dense_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/resize_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/PyInterpreter.h>
+#include <torch/csrc/utils/tensor_memoryformats.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+constexpr c10::DeviceType kDev = c10::DeviceType::PrivateUse1;
+constexpr int kMaxDevices = 16;
+std::atomic<int> device_count{1};
+thread_local c10::DeviceIndex cur_dev = 0;
+// the memory counters of one device index, in bytes, as a caching allocator's (opaudit/fallback/memory.py's
+// model: freed blocks stay reserved until empty_cache; CUDA's memory_stats names in the Python module)
+struct Counts {
+  int64_t allocated = 0, peak = 0, reserved = 0, peak_reserved = 0, allocations = 0, allocated_total = 0,
+          freed_total = 0;
+  void add(int64_t n) {
+    allocated += n;
+    allocated_total += n;
+    ++allocations;
+    if (allocated > peak) peak = allocated;
+    if (allocated > reserved) {
+      reserved = allocated;
+      if (reserved > peak_reserved) peak_reserved = reserved;
+    }
+  }
+  void take(int64_t n) {
+    allocated -= n;
+    freed_total += n;
+    --allocations;
+  }
+};
+std::mutex memory_mutex;
+Counts memory[kMaxDevices];
+
+void check_index(int i) {
+  TORCH_CHECK(i >= 0 && i < device_count.load(), "invalid device ordinal ", i, " (", device_count.load(),
+              " device(s))");
+}
+
+// ---------------------------------------------------------------- allocator
+struct HostAllocator final : at::Allocator {
+  static void deleter(void* ctx) {
+    if (!ctx) return;
+    auto* header = static_cast<int64_t*>(ctx) - 8;
+    {
+      std::lock_guard<std::mutex> lock(memory_mutex);
+      memory[header[1]].take(header[0]);
+    }
+    std::free(header);
+  }
+  at::DataPtr allocate(size_t nbytes) override {
+    c10::Device dev(kDev, cur_dev);
+    if (nbytes == 0) return {nullptr, nullptr, &deleter, dev};
+    void* raw = nullptr;
+    TORCH_CHECK(posix_memalign(&raw, 64, nbytes + 64) == 0, "out of memory on the simulated device");
+    auto* header = static_cast<int64_t*>(raw);
+    header[0] = static_cast<int64_t>(nbytes);
+    header[1] = cur_dev;
+    {
+      std::lock_guard<std::mutex> lock(memory_mutex);
+      memory[cur_dev].add(static_cast<int64_t>(nbytes));
+    }
+    void* data = static_cast<char*>(raw) + 64;
+    return {data, data, &deleter, dev};
+  }
+  at::DeleterFnPtr raw_deleter() const override { return &deleter; }
+  void copy_data(void* dst, const void* src, std::size_t n) const override { default_copy_data(dst, src, n); }
+};
+HostAllocator host_allocator;
+const bool alloc_registered [[maybe_unused]] = [] {
+  c10::SetAllocator(kDev, &host_allocator, 255);
+  return true;
+}();
+
+// -------------------------------------------------------------- device guard
+struct Guard final : c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kDev; }
+  c10::Device exchangeDevice(c10::Device d) const override { auto old = getDevice(); setDevice(d); return old; }
+  c10::Device getDevice() const override { return {kDev, cur_dev}; }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.type() == kDev, "not the simulated device: ", d);
+    if (d.index() < 0) return;
+    check_index(d.index());
+    cur_dev = d.index();
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (d.index() >= 0 && d.index() < device_count.load()) cur_dev = d.index();
+  }
+  c10::Stream getStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
+  c10::Stream getDefaultStream(c10::Device d) const override { return getStream(d); }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return getStream(d); }
+  c10::Stream getNewStream(c10::Device d, int) const override { return getStream(d); }
+  c10::Stream exchangeStream(c10::Stream s) const override { return getStream(s.device()); }
+  c10::DeviceIndex deviceCount() const noexcept override { return device_count.load(); }
+  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override {}
+  void synchronizeEvent(void*) const override {}
+  void synchronizeDevice(const c10::DeviceIndex) const override {}
+  double elapsedTime(void*, void*, const c10::DeviceIndex) const override { return 0.0; }
+};
+C10_REGISTER_GUARD_IMPL(PrivateUse1, Guard);
+
+struct Hooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return true; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  void init() const override {}
+  c10::DeviceIndex deviceCount() const override { return device_count.load(); }
+  void setCurrentDevice(c10::DeviceIndex i) const override { check_index(i); cur_dev = i; }
+  c10::DeviceIndex getCurrentDevice() const override { return cur_dev; }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex i) const override {
+    auto old = cur_dev;
+    if (i >= 0) setCurrentDevice(i);
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex i) const override { return exchangeDevice(i); }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
+    return at::detail::getDefaultCPUGenerator();  // random ops run on the host's generator, as their kernels do
+  }
+  at::Device getDeviceFromPtr(void*) const override { return {kDev, cur_dev}; }
+  bool isPinnedPtr(const void*) const override { return false; }
+  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  void resizePrivateUse1Bytes(const c10::Storage& s, size_t n) const override {
+    c10::DeviceGuard g(s.device());
+    at::native::resize_bytes_cpu(s.unsafeGetStorageImpl(), n);
+  }
+};
+const bool hooks_registered [[maybe_unused]] = [] {
+  at::RegisterPrivateUse1HooksInterface(new Hooks());  // leaked on purpose
+  return true;
+}();
+
+// ------------------------------------------------------------------- helpers
+at::Tensor as_cpu(const at::Tensor& t, bool resizable = false) {
+  if (!t.defined() || t.device().type() != kDev) return t;
+  const auto& st = t.storage();
+  auto maker = at::for_blob(const_cast<void*>(st.data()), t.sizes());
+  maker.strides(t.strides()).storage_offset(t.storage_offset()).options(t.options().device(at::kCPU));
+  if (resizable) maker.resizeable_storage().allocator(c10::GetCPUAllocator());
+  return maker.make_tensor();
+}
+
+at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout>, std::optional<at::Device> device, std::optional<bool>,
+                               std::optional<at::MemoryFormat> fmt) {
+  c10::DeviceGuard g(device.value_or(c10::Device(kDev)));
+  return at::detail::empty_generic(size, &host_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   c10::dtype_or_default(dtype), fmt);
+}
+
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout>, std::optional<at::Device> device, std::optional<bool>) {
+  c10::DeviceGuard g(device.value_or(c10::Device(kDev)));
+  return at::detail::empty_strided_generic(size, stride, &host_allocator,
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype));
+}
+
+const at::Tensor& device_resize(const at::Tensor& self, at::IntArrayRef size, std::optional<at::MemoryFormat> fmt) {
+  c10::DeviceGuard g(self.device());
+  return at::native::resize_(self, size, fmt);
+}
+
+void sync_back(const at::Tensor& dev, const at::Tensor& alias, const void* orig_data) {
+  if (alias.storage().data() == orig_data) {
+    if (alias.sizes() != dev.sizes() || alias.strides() != dev.strides() ||
+        alias.storage_offset() != dev.storage_offset())
+      dev.unsafeGetTensorImpl()->set_sizes_and_strides(alias.sizes(), alias.strides(), alias.storage_offset());
+    return;
+  }
+  device_resize(dev, alias.sizes(), std::nullopt);
+  as_cpu(dev).copy_(alias);
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
+  TORCH_CHECK(self.device().type() == kDev || self.is_cpu(), "cannot copy from ", self.device());
+  TORCH_CHECK(dst.device().type() == kDev || dst.is_cpu(), "cannot copy to ", dst.device());
+  as_cpu(dst).copy_(as_cpu(self));
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  at::native::resize_output(dst, self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Tensor& set_storage(at::Tensor& self, at::Storage src, int64_t offset, at::IntArrayRef size,
+                        at::IntArrayRef stride) {
+  c10::DeviceGuard g(self.device());
+  return at::native::set_storage_cpu_(self, std::move(src), offset, size, stride);
+}
+
+// ------------------------------------------------------------------- plans
+enum Kind : int { UNPLANNED = 0, NATIVE = 1, PYTHON = 2 };
+
+struct Plan {
+  int kind = UNPLANNED;
+  bool check = true;            // a host tensor beside device tensors is the device's error
+  uint32_t host_results = 0;    // results the device's kernel makes on the host (bit per result)
+  bool composite = false;       // has a CompositeExplicitAutograd(NonFunctional) kernel
+  c10::DispatchKey composite_key = c10::DispatchKey::Undefined;
+  std::atomic<int64_t> calls{0};
+  PyObject* op = nullptr;       // the OpOverload (a borrowed reference of torch's own cache)
+};
+
+std::mutex plans_mutex;
+std::unordered_map<const void*, Plan*> plans;  // by OperatorDef (the OperatorHandle's identity)
+PyObject* planner = nullptr;   // planner(op) -> (kind, check, host_results)
+PyObject* handler = nullptr;   // handler(op, args, kwargs) -> result
+std::atomic<int64_t> infra_calls[8];
+const char* infra_names[8] = {"empty.memory_format", "empty_strided", "as_strided", "view", "_reshape_alias",
+                              "resize_", "set_.source_Storage", "set_.source_Storage_storage_offset"};
+std::atomic<bool> counting{false};  // infra kernels count only while a rehearsal runs
+std::atomic<int64_t> native_calls{0}, python_calls{0};
+
+const void* identity(const c10::OperatorHandle& op) { return &op.schema(); }
+
+// The op's entry (its composite kernel, if any), planned or not.
+Plan* entry_of(const c10::OperatorHandle& op) {
+  std::lock_guard<std::mutex> lock(plans_mutex);
+  auto& slot = plans[identity(op)];
+  if (slot == nullptr) {
+    slot = new Plan();  // never freed while the process runs: a call may be holding it
+    if (op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
+      slot->composite = true;
+      slot->composite_key = c10::DispatchKey::CompositeExplicitAutogradNonFunctional;
+    } else if (op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
+      slot->composite = true;
+      slot->composite_key = c10::DispatchKey::CompositeExplicitAutograd;
+    }
+  }
+  return slot;
+}
+
+// Ask the planner how the target runs the op (once per op and rehearsal).
+void plan(const c10::OperatorHandle& op, Plan* p) {
+  py::gil_scoped_acquire gil;
+  if (p->kind != UNPLANNED) return;
+  py::handle py_op = torch::detail::getTorchApiFunction(op);
+  p->op = py_op.ptr();
+  if (planner == nullptr) {  // no rehearsal running: every op runs as on the host
+    p->check = false;
+    p->host_results = 0;
+    p->kind = NATIVE;
+    return;
+  }
+  py::tuple answer = py::reinterpret_borrow<py::object>(planner)(py_op);
+  p->check = answer[1].cast<bool>();
+  p->host_results = answer[2].cast<uint32_t>();
+  p->kind = answer[0].cast<int>();
+}
+
+// ---------------------------------------------------------------- NATIVE
+struct Arg { at::Tensor dev, cpu; const void* data; };
+
+at::Tensor to_device(const at::Tensor& t, const std::vector<Arg>& args, c10::Device device) {
+  if (!t.defined() || !t.is_cpu()) return t;
+  for (const auto& a : args)
+    if (t.unsafeGetTensorImpl() == a.cpu.unsafeGetTensorImpl()) return a.dev;
+  for (const auto& a : args)
+    if (t.storage().is_alias_of(a.cpu.storage()) && t.storage().data() == a.data && t.dtype() == a.dev.dtype())
+      return at::native::as_strided_tensorimpl(a.dev, t.sizes(), t.strides(), t.storage_offset());
+  c10::DeviceGuard g(device);
+  auto out = t.is_non_overlapping_and_dense()
+      ? empty_strided(t.sizes(), t.strides(), t.scalar_type(), std::nullopt, device, std::nullopt)
+      : empty_memory_format(t.sizes(), t.scalar_type(), std::nullopt, device, std::nullopt, std::nullopt);
+  as_cpu(out).copy_(t);
+  return out;
+}
+
+bool is_host_tensor(const c10::IValue& v) {
+  if (!v.isTensor()) return false;
+  const auto& t = v.toTensor();
+  return t.defined() && t.is_cpu() && t.dim() > 0;
+}
+
+bool is_device_tensor(const c10::IValue& v) {
+  if (!v.isTensor()) return false;
+  const auto& t = v.toTensor();
+  return t.defined() && t.device().type() == kDev;
+}
+
+// (a device tensor among the arguments, a host tensor of >= 1 dimension among them)
+std::pair<bool, bool> placement(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t base) {
+  bool device = false, host = false;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const auto& v = stack[base + i];
+    if (v.isTensor()) {
+      device |= is_device_tensor(v);
+      host |= is_host_tensor(v);
+    } else if (v.isTensorList()) {
+      for (const auto& t : v.toTensorList()) {
+        const at::Tensor& x = t;
+        device |= x.defined() && x.device().type() == kDev;
+        host |= x.defined() && x.is_cpu() && x.dim() > 0;
+      }
+    } else if (v.isOptionalTensorList()) {
+      for (const auto& t : v.toOptionalTensorList()) {
+        std::optional<at::Tensor> x = t;
+        device |= x && x->defined() && x->device().type() == kDev;
+        host |= x && x->defined() && x->is_cpu() && x->dim() > 0;
+      }
+    }
+  }
+  return {device, host};
+}
+
+void run_native(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size(), base = stack->size() - nargs;
+  std::vector<Arg> args;
+  c10::Device device(kDev, cur_dev);
+  bool have_device = false, to_host = false;
+  auto convert = [&](const at::Tensor& t, bool write) -> at::Tensor {
+    if (!t.defined() || t.device().type() != kDev) return t;
+    if (!have_device) { device = t.device(); have_device = true; }
+    TORCH_CHECK(t.device() == device, "Expected all tensors to be on the same device, but found at least two "
+                "devices, ", device, " and ", t.device(), "! (", op.operator_name().name, ")");
+    auto c = as_cpu(t, write);
+    args.push_back({t, c, c.storage().data()});
+    return c;
+  };
+  for (size_t i = 0; i < nargs; ++i) {
+    auto& v = (*stack)[base + i];
+    const auto* ai = schema.arguments()[i].alias_info();
+    const bool write = ai && ai->isWrite();
+    if (v.isTensor()) {
+      v = convert(v.toTensor(), write);
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      for (size_t j = 0; j < list.size(); ++j) list.set(j, convert(list.get(j), write));
+      v = list;
+    } else if (v.isOptionalTensorList()) {
+      auto list = v.toOptionalTensorList();
+      for (size_t j = 0; j < list.size(); ++j) {
+        std::optional<at::Tensor> t = list.get(j);
+        if (t) list.set(j, convert(*t, write));
+      }
+      v = list;
+    } else if (v.isDevice()) {
+      if (v.toDevice().type() == kDev) {
+        if (!have_device) {
+          device = v.toDevice().has_index() ? v.toDevice() : c10::Device(kDev, cur_dev);
+          have_device = true;
+        }
+        v = c10::Device(at::kCPU);
+      } else if (v.toDevice().is_cpu()) {
+        to_host = true;  // a copy to the host (.cpu()): its results stay there
+      }
+    }
+  }
+  if (!have_device) device = c10::Device(kDev, cur_dev);
+  if (op.operator_name().name == "aten::convolution_overrideable") {
+    static auto conv = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+    conv.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  } else {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  }
+  for (const auto& a : args)
+    if (a.cpu.unsafeGetTensorImpl()->storage().resizable()) sync_back(a.dev, a.cpu, a.data);
+  if (to_host) return;
+  const size_t nrets = schema.returns().size();
+  for (size_t i = stack->size() - nrets, r = 0; i < stack->size(); ++i, ++r) {
+    if (plan.host_results & (1u << r)) continue;
+    auto& v = (*stack)[i];
+    if (v.isTensor()) {
+      v = to_device(v.toTensor(), args, device);
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      for (size_t j = 0; j < list.size(); ++j) list.set(j, to_device(list.get(j), args, device));
+      v = list;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- PYTHON
+// An argument as the Python kernel receives it: a dtype, layout or memory format as torch's object (the stack
+// holds them as ints), everything else as torch's Python binding converts it.
+py::object to_python(const c10::Argument& a, const c10::IValue& v) {
+  if (v.isInt()) {
+    const c10::Type* type = a.real_type().get();
+    if (type->kind() == c10::OptionalType::Kind) type = type->castRaw<c10::OptionalType>()->getElementType().get();
+    switch (type->kind()) {
+      case c10::ScalarTypeType::Kind:
+        return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(torch::getTHPDtype(v.toScalarType())));
+      case c10::LayoutType::Kind:
+        return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(torch::getTHPLayout(v.toLayout())));
+      case c10::MemoryFormatType::Kind:
+        return py::reinterpret_borrow<py::object>(torch::utils::getTHPMemoryFormat(v.toMemoryFormat()));
+      default:
+        break;
+    }
+  }
+  return torch::jit::toPyObject(v);
+}
+
+void run_python(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  py::gil_scoped_acquire gil;
+  py::list positional;
+  py::dict keywords;
+  auto args = torch::jit::last(*stack, nargs);
+  for (size_t i = 0; i < nargs; ++i) {
+    const auto& a = schema.arguments()[i];
+    py::object value = to_python(a, args[i]);
+    if (a.kwarg_only()) keywords[py::str(a.name())] = value;
+    else positional.append(value);
+  }
+  torch::jit::drop(*stack, nargs);
+  py::object out = py::reinterpret_borrow<py::object>(handler)(py::handle(plan.op), py::tuple(positional), keywords);
+  const auto& returns = schema.returns();
+  if (returns.empty()) return;
+  if (returns.size() == 1) {
+    stack->push_back(torch::jit::toIValue(out, returns[0].real_type()));
+    return;
+  }
+  py::tuple results = py::cast<py::tuple>(out);
+  TORCH_CHECK(results.size() == returns.size(), op.operator_name().name, ": the rehearsal returned ",
+              results.size(), " results for ", returns.size());
+  for (size_t i = 0; i < returns.size(); ++i)
+    stack->push_back(torch::jit::toIValue(results[i], returns[i].real_type()));
+}
+
+// run(op, host_results, args, kwargs): the rehearsal's handler runs an op natively (the op's CPU kernel over the
+// device memory, results on the device save those in `host_results`), from Python.
+py::object run_from_python(py::object op, uint32_t host_results, py::tuple args, py::dict kwargs) {
+  py::object schema = op.attr("_schema");
+  auto name = schema.attr("name").cast<std::string>();
+  auto overload = schema.attr("overload_name").cast<std::string>();
+  auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+  const auto& fs = handle.schema();
+  torch::jit::Stack stack;
+  const auto& params = fs.arguments();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& a = params[i];
+    if (i < args.size() && !a.kwarg_only()) {
+      stack.push_back(torch::jit::toIValue(args[i], a.real_type()));
+    } else if (kwargs.contains(a.name().c_str())) {
+      stack.push_back(torch::jit::toIValue(kwargs[a.name().c_str()], a.real_type()));
+    } else {
+      TORCH_CHECK(a.default_value().has_value(), name, ": missing argument ", a.name());
+      stack.push_back(*a.default_value());
+    }
+  }
+  Plan plan;
+  plan.host_results = host_results;
+  {
+    py::gil_scoped_release nogil;
+    run_native(handle, plan, &stack);
+  }
+  const size_t nrets = fs.returns().size();
+  if (nrets == 0) return py::none();
+  if (nrets == 1) return torch::jit::toPyObject(std::move(stack.back()));
+  py::tuple out(nrets);
+  for (size_t i = 0; i < nrets; ++i) out[i] = torch::jit::toPyObject(std::move(stack[stack.size() - nrets + i]));
+  return out;
+}
+
+bool is_to_copy(const c10::OperatorHandle& op) {
+  static const c10::OperatorName name("aten::_to_copy", "");
+  return op.operator_name() == name;
+}
+
+void dispatch(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  Plan* plan = entry_of(op);
+  const auto& schema = op.schema();
+  const size_t base = stack->size() - schema.arguments().size();
+  auto [device, host] = placement(schema, *stack, base);
+  if (!device && plan->composite && !is_to_copy(op)) {
+    // a factory that reaches the device by its device argument: its composite kernel makes it of the ops
+    // the device runs (empty, then the op's out= or in-place form on the new device tensor); a copy from the
+    // host (_to_copy of a host tensor to the device) reaches it whole, as a device's own _to_copy kernel
+    c10::Dispatcher::singleton().callBoxedForDispatchKey(op, plan->composite_key, stack);
+    return;
+  }
+  if (plan->kind == UNPLANNED) ::plan(op, plan);
+  if (plan->kind == NATIVE && !(plan->check && device && host)) {
+    ++plan->calls;
+    ++native_calls;
+    run_native(op, *plan, stack);
+    return;
+  }
+  ++python_calls;
+  run_python(op, *plan, stack);
+}
+
+// ------------------------------------------------------- counted infrastructure
+at::Tensor strided_view(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
+                       std::optional<int64_t> offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, offset);
+}
+at::Tensor view_(const at::Tensor& self, c10::IntArrayRef size) { return at::native::view(self, size); }
+at::Tensor reshape_alias_(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
+  return at::native::_reshape_alias(self, size, stride);
+}
+at::Tensor& set_source_storage(at::Tensor& self, at::Storage src) { return at::native::set_(self, std::move(src)); }
+
+#define WRAP(I, NAME, RET, PARAMS, ARGS) \
+  RET NAME##_counted PARAMS { if (counting.load(std::memory_order_relaxed)) ++infra_calls[I]; return NAME ARGS; }
+
+WRAP(0, empty_memory_format, at::Tensor,
+     (at::IntArrayRef s, std::optional<at::ScalarType> d, std::optional<at::Layout> l, std::optional<at::Device> v,
+      std::optional<bool> p, std::optional<at::MemoryFormat> f), (s, d, l, v, p, f))
+WRAP(1, empty_strided, at::Tensor,
+     (at::IntArrayRef s, at::IntArrayRef st, std::optional<at::ScalarType> d, std::optional<at::Layout> l,
+      std::optional<at::Device> v, std::optional<bool> p), (s, st, d, l, v, p))
+WRAP(2, strided_view, at::Tensor,
+     (const at::Tensor& t, c10::IntArrayRef s, c10::IntArrayRef st, std::optional<int64_t> o), (t, s, st, o))
+WRAP(3, view_, at::Tensor, (const at::Tensor& t, c10::IntArrayRef s), (t, s))
+WRAP(4, reshape_alias_, at::Tensor, (const at::Tensor& t, c10::IntArrayRef s, c10::IntArrayRef st), (t, s, st))
+WRAP(5, device_resize, const at::Tensor&,
+     (const at::Tensor& t, at::IntArrayRef s, std::optional<at::MemoryFormat> f), (t, s, f))
+WRAP(6, set_source_storage, at::Tensor&, (at::Tensor& t, at::Storage s), (t, std::move(s)))
+WRAP(7, set_storage, at::Tensor&,
+     (at::Tensor& t, at::Storage s, int64_t o, at::IntArrayRef sz, at::IntArrayRef st), (t, std::move(s), o, sz, st))
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format_counted);
+  m.impl("empty_strided", empty_strided_counted);
+  m.impl("as_strided", strided_view_counted);
+  m.impl("view", view__counted);
+  m.impl("_reshape_alias", reshape_alias__counted);
+  m.impl("resize_", device_resize_counted);
+  m.impl("set_.source_Storage", set_source_storage_counted);
+  m.impl("set_.source_Storage_storage_offset", set_storage_counted);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&dispatch>());
+}
+
+torch::Library* composites = nullptr;  // leaked at exit on purpose (static destruction order)
+
+// Register `dispatch` on PrivateUse1 for each aten op whose CompositeExplicitAutograd kernel would otherwise
+// run there (and that has no kernel of its own there, nor a CompositeImplicitAutograd one); returns how many.
+int64_t intercept_composites() {
+  if (composites != nullptr) return 0;
+  composites = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  int64_t n = 0;
+  for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto op = c10::Dispatcher::singleton().findOp(name);
+    if (!op) continue;
+    if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+    if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) continue;
+    if (!op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))
+      continue;
+    std::string full = name.name.substr(6);
+    if (!name.overload_name.empty()) full += "." + name.overload_name;
+    composites->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&dispatch>());
+    ++n;
+  }
+  return n;
+}
+
+void set_policy(py::object plan_fn, py::object handle_fn) {
+  std::lock_guard<std::mutex> lock(plans_mutex);
+  for (auto& [k, p] : plans) {  // (the entries stay: a call may be holding one)
+    p->kind = UNPLANNED;
+    p->calls = 0;
+  }
+  Py_XDECREF(planner);
+  Py_XDECREF(handler);
+  planner = plan_fn.is_none() ? nullptr : plan_fn.inc_ref().ptr();
+  handler = handle_fn.is_none() ? nullptr : handle_fn.inc_ref().ptr();
+  for (auto& c : infra_calls) c = 0;
+  native_calls = 0;
+  python_calls = 0;
+  counting = planner != nullptr;
+}
+
+// (OpOverload, calls) of each op run natively (NATIVE plans) and of the infrastructure kernels (by name), since
+// the last call; the counters start again from 0
+py::list take_counts() {
+  py::list out;
+  std::lock_guard<std::mutex> lock(plans_mutex);
+  for (const auto& [k, p] : plans) {
+    const int64_t n = p->kind == NATIVE ? p->calls.exchange(0) : 0;
+    if (n > 0) out.append(py::make_tuple(py::handle(p->op), n));
+  }
+  for (int i = 0; i < 8; ++i) {
+    const int64_t n = infra_calls[i].exchange(0);
+    if (n > 0) out.append(py::make_tuple(infra_names[i], n));
+  }
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "opaudit's rehearsal device (opaudit/fallback/native.py)";
+  m.def("intercept_composites", &intercept_composites);
+  m.def("set_policy", &set_policy, py::arg("planner"), py::arg("handler"));
+  m.def("take_counts", &take_counts);
+  m.def("run", &run_from_python, py::arg("op"), py::arg("host_results"), py::arg("args"), py::arg("kwargs"));
+  m.def("totals", [] { return py::make_tuple(native_calls.load(), python_calls.load()); });
+  m.def("host_alias", [](const at::Tensor& t) { return as_cpu(t); },
+        "A CPU tensor over a device tensor's memory (same sizes, strides and offset).");
+  m.def("to_device", [](const at::Tensor& t, int index) {
+    check_index(index);
+    return to_device(t, {}, c10::Device(kDev, static_cast<c10::DeviceIndex>(index)));
+  }, "A copy of a CPU tensor on device `index` (a device tensor as it is).");
+  m.def("memory", [](int i) {
+    TORCH_CHECK(i >= 0 && i < kMaxDevices, "invalid device ordinal ", i);
+    std::lock_guard<std::mutex> lock(memory_mutex);
+    const Counts& c = memory[i];
+    return std::vector<int64_t>{c.allocated, c.peak, c.reserved, c.peak_reserved, c.allocations,
+                                c.allocated_total, c.freed_total};
+  }, "allocated, peak, reserved, peak_reserved, allocations, allocated_total, freed_total of device i");
+  m.def("reset_peak", [](int i) {
+    TORCH_CHECK(i >= 0 && i < kMaxDevices, "invalid device ordinal ", i);
+    std::lock_guard<std::mutex> lock(memory_mutex);
+    memory[i].peak = memory[i].allocated;
+    memory[i].peak_reserved = memory[i].reserved;
+  });
+  m.def("empty_cache", [] {
+    std::lock_guard<std::mutex> lock(memory_mutex);
+    for (auto& c : memory) c.reserved = c.allocated;
+  });
+  m.def("current_device", [] { return int(cur_dev); });
+  m.def("set_device", [](int i) { check_index(i); cur_dev = i; });
+  m.def("device_count", [] { return device_count.load(); });
+  m.def("set_device_count", [](int n) {
+    TORCH_CHECK(n >= 1 && n <= kMaxDevices, "the simulated device count is 1 to ", kMaxDevices);
+    device_count = n;
+  });
+}

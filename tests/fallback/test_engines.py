@@ -1,0 +1,105 @@
+"""The rehearsal's two device engines (opaudit.fallback.native) give the same answer on the same script: the C++
+device, where an op the target runs natively costs no Python, and the Python wrapper tensors, which run where
+the C++ device cannot be built. Each script is rehearsed by the command line once per engine; the statistics
+agree op by op (the path and status of every op, the calls of every op that did not run natively), and a
+training run ends with the same parameters.
+
+The engines differ where a real device and a tensor subclass differ in PyTorch itself, which these tests name
+(ENGINE_PATHS): the C++ device's tensors are device tensors to torch, the wrapper's are subclasses
+(at::isTensorSubclassLike), for which reshape views instead of calling ``_reshape_alias`` and AccumulateGrad
+adds out of place instead of in place; the C++ device receives a host tensor's copy to it (model.to) as
+``_to_copy``, where the wrapper's Python key never sees it; and the wrapper's parameter swap asks
+``_has_compatible_shallow_copy_type`` as an op."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from helpers import FIXTURES, run_cli
+
+# op -> the op the other engine runs in its place (None: nothing), native first (module doc)
+ENGINE_PATHS = {"_reshape_alias": "view", "add_.Tensor": "add.Tensor", "_to_copy": None,
+                "_has_compatible_shallow_copy_type": None}
+
+SCRIPTS = {
+    "gpt-bf16": ("ascend", str(FIXTURES / "fallback" / "gpt_amp_cuda.py"), "--dtype", "bfloat16", "--dropout", "0"),
+    "gpt-fp32-dropout": ("musa@1.3.0", str(FIXTURES / "fallback" / "gpt_amp_cuda.py"), "--dtype", "float32",
+                         "--dropout", "0.1"),
+    "gru-backward-fallback": ("ascend", str(FIXTURES / "fallback" / "backward_missing.py"), "grucell"),
+    "elu-backward-fallback": ("musa@1.3.0", str(FIXTURES / "fallback" / "backward_missing.py"), "elu"),
+    "lstm-packed": ("cambricon", str(FIXTURES / "fallback" / "rnn_step.py"), "LSTM", "packed"),
+}
+
+
+def _rehearse(tmp_path, engine: str, target: str, script: str, *args: str) -> tuple[int, dict, str]:
+    stats = tmp_path / f"{engine}.json"
+    out = tmp_path / f"{engine}.pt"
+    extra = ("--out", str(out)) if script.endswith("gpt_amp_cuda.py") else ()
+    rc, stdout, stderr = run_cli("run", "--simulate", target, "--stats", str(stats), "--", script, *args, *extra,
+                                 cwd=tmp_path, env={"OPAUDIT_REHEARSAL_DEVICE": engine})
+    assert rc == 0, stderr[-3000:]
+    data = json.loads(stats.read_text())
+    assert data["engine"] == engine and f"{engine} engine" in stderr + stdout
+    return rc, data, str(out) if extra else ""
+
+
+def _ops(stats: dict) -> dict[str, dict]:
+    return {o["op"]: o for o in stats["ops"]}
+
+
+@pytest.mark.parametrize("case", list(SCRIPTS))
+def test_both_engines_rehearse_a_script_alike(tmp_path, case):
+    target, script, *args = SCRIPTS[case]
+    _, native, native_out = _rehearse(tmp_path, "native", target, script, *args)
+    _, wrapper, wrapper_out = _rehearse(tmp_path, "wrapper", target, script, *args)
+    a, b = _ops(native), _ops(wrapper)
+    for op in set(a) | set(b):
+        if op in ENGINE_PATHS or op in ENGINE_PATHS.values() and op not in (set(a) & set(b)):
+            continue  # a path PyTorch itself takes otherwise for a device tensor than for a subclass (module doc)
+        assert op in a and op in b, (case, op, "native" if op in a else "wrapper")
+        assert (a[op]["path"], a[op]["status"]) == (b[op]["path"], b[op]["status"]), (case, op, a[op], b[op])
+        if a[op]["path"] != "native":  # what fell back: the same calls and the same bytes moved
+            assert (a[op]["calls"], a[op]["to_host"], a[op]["to_device"]) == \
+                   (b[op]["calls"], b[op]["to_host"], b[op]["to_device"]), (case, op, a[op], b[op])
+    for op in set(a) - set(b):
+        assert op in ENGINE_PATHS and a[op]["path"] == "native", (case, op, a[op])
+    for op in set(b) - set(a):
+        assert op in ENGINE_PATHS.values() or op in ENGINE_PATHS, (case, op, b[op])
+    assert native["errors"] == wrapper["errors"]
+    if native_out:
+        x, y = torch.load(native_out), torch.load(wrapper_out)
+        assert x["final"].keys() == y["final"].keys()
+        for name in x["final"]:
+            torch.testing.assert_close(x["final"][name], y["final"][name], rtol=1e-6, atol=1e-6,
+                                       msg=lambda m, n=name: f"{case} {n}: {m}")
+
+
+def test_an_op_the_cpp_device_hands_to_python_comes_as_a_python_kernel_gets_it():
+    """The C++ device's calls of the rehearsal's handler pass a dtype, a layout and a memory format as torch's
+    objects (its stack holds them as ints), so that fallbacks and decompositions compare them as they do."""
+    from opaudit.fallback import native
+    from opaudit.fallback.simulator import Simulator
+
+    sim = Simulator("ascend", force_cpu=["sum", "empty_like"])
+    seen: list[tuple] = []
+    handle = sim.handle
+
+    def watching(func, args, kwargs):
+        seen.append((str(func), {k: v for k, v in kwargs.items() if k in ("dtype", "layout", "memory_format")}))
+        return handle(func, args, kwargs)
+
+    sim.handle = watching  # type: ignore[method-assign]
+    with sim:
+        if sim.runs_on != "native":
+            pytest.skip(f"the C++ device is not in place here: {native.reason()}")
+        x = torch.ones(3, 2, device="cuda")
+        y = x.sum(0, dtype=torch.float64)
+        z = torch.empty_like(x, memory_format=torch.contiguous_format)
+    assert y.dtype == torch.float64 and y.device == x.device and y.cpu().tolist() == [3.0, 3.0]
+    assert z.shape == x.shape and z.device == x.device
+    calls = dict(seen)
+    assert calls["aten.sum.dim_IntList"]["dtype"] is torch.float64
+    assert calls["aten.empty_like.default"]["memory_format"] is torch.contiguous_format
+    assert {o.op: o.path for o in sim.stats.fallen_back()} == {"sum.dim_IntList": "cpu", "empty_like": "cpu"}
