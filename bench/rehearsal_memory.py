@@ -18,6 +18,9 @@ state, the batches: the tensors a script holds when it asks ``torch.npu.memory_a
 
 No goal is asserted: queries in microseconds, not the walk's tens of milliseconds, and counting within the
 noise of the iteration.
+
+It measures the wrapper engine (tensor.SimTensor, ``OPAUDIT_REHEARSAL_DEVICE=wrapper``), whose storages
+memory.py counts in Python; on the C++ device (opaudit.fallback.native) its allocator counts, in C++.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ import time
 import warnings
 from pathlib import Path
 
-import torch
+os.environ.setdefault("OPAUDIT_REHEARSAL_DEVICE", "wrapper")  # (module doc)
+
+import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))

@@ -18,8 +18,13 @@ view of a CUDA machine: ``cuda`` mapped onto the simulated device (the default o
 --simulate``), every torch call through the device mapping. Both run in this process, interleaved per
 round, with one torch thread; the ratio is the median over rounds of simulated / eager. Goal: <= 2.
 
-Also measured, interleaved with both: the ``floor``, the simulated iteration with the simulator's per-op
-policy taken out (``SimTensor.__torch_dispatch__`` replaced by a bare pass-through that unwraps the
+The rehearsal runs on either of its engines (opaudit.fallback.native): ``native``, the C++ device, where an op
+the target runs natively costs no Python, and ``wrapper``, the Python wrapper tensor (tensor.SimTensor) it runs
+on where the C++ device cannot be built. Each engine is measured in a process of its own (a process sets up
+one simulated device); ``--engine`` picks one, both by default.
+
+Also measured on the wrapper engine, interleaved with both: the ``floor``, the simulated iteration with the
+simulator's per-op policy taken out (``SimTensor.__torch_dispatch__`` replaced by a bare pass-through that unwraps the
 arguments, runs the op on the CPU data and wraps the results: no plan, no statistics, no device check),
 which is what any wrapper tensor subclass on a Python-registered device costs with this torch; what the
 simulated iteration costs over the floor is opaudit's own bookkeeping. The machine's load average is
@@ -37,6 +42,7 @@ import os
 import platform
 import pstats
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,7 +54,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from simulator_overhead import pin_malloc  # noqa: E402
 
-from opaudit.fallback import simulate, tensor  # noqa: E402
+from opaudit.fallback import native, simulate, tensor  # noqa: E402
 
 TARGET = "ascend"
 GOAL = 2.0
@@ -94,13 +100,14 @@ def timed(run, iters: int) -> float:
 
 
 def measure(amp: bool, rounds: int, iters: int) -> dict:
+    wrapper = os.environ.get(native.ENV_ENGINE) == "wrapper"
     model = tiny_gpt()
     eager = iteration(model, "cpu", amp)
     with simulate(TARGET) as sim:
         sim_model = copy.deepcopy(model).to("cuda")  # mapped onto the simulated device, as a CUDA script's
         simulated = iteration(sim_model, "cuda", amp)
         device = str(next(sim_model.parameters()).device)
-        target = sim.target
+        target, engine = sim.target, sim.runs_on
     for _ in range(2):  # warm up: optimizer state, per-op plans, first-call allocations
         eager()
         with simulate(TARGET):
@@ -110,6 +117,8 @@ def measure(amp: bool, rounds: int, iters: int) -> dict:
     for r in range(rounds):
         order = (0, 1, 2) if r % 2 else (2, 1, 0)
         for which in order:
+            if which == 2 and not wrapper:
+                continue
             if which == 0:
                 e_times.append(timed(eager, iters))
             elif which == 1:
@@ -121,14 +130,17 @@ def measure(amp: bool, rounds: int, iters: int) -> dict:
                 with simulate(TARGET), bare_dispatch():
                     f_times.append(timed(simulated, iters))
     ratio = statistics.median(s / e for e, s in zip(e_times, s_times, strict=True))
-    floor = statistics.median(f / e for e, f in zip(e_times, f_times, strict=True))
     e, s, n = statistics.median(e_times), statistics.median(s_times), statistics.median(calls)
-    f = statistics.median(f_times)
-    return {"workload": "bf16" if amp else "fp32", "target": target, "device": device,
-            "eager_ms": round(e * 1e3, 2), "simulated_ms": round(s * 1e3, 2), "ratio": round(ratio, 3),
-            "goal": GOAL, "ok": ratio <= GOAL, "floor_ms": round(f * 1e3, 2), "floor_ratio": round(floor, 3),
-            "ops_per_iteration": int(n), "overhead_us_per_op": round((s - e) / n * 1e6, 1),
-            "over_floor_us_per_op": round((s - f) / n * 1e6, 1), "fallen_back": fallen}
+    row = {"workload": "bf16" if amp else "fp32", "engine": engine, "target": target, "device": device,
+           "eager_ms": round(e * 1e3, 2), "simulated_ms": round(s * 1e3, 2), "ratio": round(ratio, 3),
+           "goal": GOAL, "ok": ratio <= GOAL, "ops_per_iteration": int(n),
+           "overhead_us_per_op": round((s - e) / n * 1e6, 1), "fallen_back": fallen}
+    if f_times:
+        f = statistics.median(f_times)
+        row.update(floor_ms=round(f * 1e3, 2),
+                   floor_ratio=round(statistics.median(f / e for e, f in zip(e_times, f_times, strict=True)), 3),
+                   over_floor_us_per_op=round((s - f) / n * 1e6, 1))
+    return row
 
 
 class bare_dispatch:  # noqa: N801 (a context manager, used as a statement)
@@ -166,23 +178,49 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--engine", choices=("native", "wrapper", "both"), default="both")
     ap.add_argument("--profile", choices=("fp32", "bf16"))
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one engine's rows, as JSON
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rehearsal_small_ops.json"))
     args = ap.parse_args()
+    if args.engine == "both" and not args.child and not args.profile:
+        results = []
+        for engine in ("native", "wrapper"):
+            cmd = [sys.executable, __file__, "--engine", engine, "--child", "--rounds", str(args.rounds),
+                   "--iters", str(args.iters), "--threads", str(args.threads)]
+            done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            sys.stderr.write(done.stderr)
+            rows = json.loads(done.stdout.splitlines()[-1])
+            for row in rows:
+                _show(row)
+            results += rows
+        _write(args, results, pin_malloc())
+        return
+    os.environ[native.ENV_ENGINE] = args.engine if args.engine != "both" else "native"
     pinned = pin_malloc()
     torch.set_num_threads(args.threads)
     if args.profile:
         profile(args.profile == "bf16", args.iters)
         return
-    results = []
-    for amp in (False, True):
-        row = measure(amp, args.rounds, args.iters)
-        results.append(row)
-        print(f"tiny GPT {row['workload']}: eager {row['eager_ms']:.2f} ms  simulated {row['simulated_ms']:.2f} ms  "
-              f"ratio {row['ratio']:.2f} (goal <= {GOAL}; the bare floor {row['floor_ratio']:.2f})  "
-              f"{row['ops_per_iteration']} ops/iteration, {row['over_floor_us_per_op']:+.1f} us/op over the floor, "
-              f"{row['overhead_us_per_op']:+.1f} us/op over eager, fallen back: {row['fallen_back'] or 'nothing'}",
-              flush=True)
+    results = [measure(amp, args.rounds, args.iters) for amp in (False, True)]
+    if args.child:
+        print(json.dumps(results))
+        return
+    for row in results:
+        _show(row)
+    _write(args, results, pinned)
+
+
+def _show(row: dict) -> None:
+    floor = (f"; the bare floor {row['floor_ratio']:.2f}, {row['over_floor_us_per_op']:+.1f} us/op over it"
+             if "floor_ratio" in row else "")
+    print(f"tiny GPT {row['workload']} on the {row['engine']} engine: eager {row['eager_ms']:.2f} ms  simulated "
+          f"{row['simulated_ms']:.2f} ms  ratio {row['ratio']:.2f} (goal <= {GOAL}{floor})  "
+          f"{row['ops_per_iteration']} ops/iteration, {row['overhead_us_per_op']:+.1f} us/op over eager, "
+          f"fallen back: {row['fallen_back'] or 'nothing'}", flush=True)
+
+
+def _write(args: argparse.Namespace, results: list[dict], pinned: bool) -> None:
     out = {"benchmark": "rehearsal_small_ops", "model": "GPT-2 config, 2 layers, width 32, batch 2, sequence 16",
            "rounds": args.rounds, "iterations_per_round": args.iters, "torch": torch.__version__,
            "python": platform.python_version(), "machine": f"{platform.machine()}, {args.threads} torch threads",
