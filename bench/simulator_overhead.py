@@ -8,8 +8,9 @@ weights: a train step (forward, loss, backward, AdamW step, zero_grad), once eag
 (AdamW ``foreach=True``) and once on a copy of the model on the simulated device of the newest Ascend
 release (AdamW with its default, which in a simulation is the foreach path on the device, as on a real
 plugin device: the script checks that the step ran ``_foreach_`` ops). Every op of the step is one the
-target has, so this measures the simulator's own cost per op (the SimTensor wrappers, the dispatch into
-Python, the per-op plan and counting), not a fallback: the script records whatever fell back
+target has, so this measures the simulator's own cost per op (on the C++ device, the default engine, its
+kernels' copies and counting; on the wrapper engine, ``OPAUDIT_REHEARSAL_DEVICE=wrapper``, the SimTensor
+wrappers, the dispatch into Python, the per-op plan and counting; the results name the engine), not a fallback: the script records whatever fell back
 (``stats.fallen_back()``), which should be nothing.
 
 A process simulates one device type, and tensors of the simulated device are only touched while a
@@ -44,6 +45,7 @@ import cProfile
 import ctypes
 import ctypes.util
 import json
+import os
 import platform
 import pstats
 import statistics
@@ -60,6 +62,8 @@ import hf_models  # noqa: E402
 import resnet  # noqa: E402
 
 from opaudit.fallback import simulate  # noqa: E402
+
+ENGINE = ""  # the engine the rehearsal ran on (set by prepare)
 from opaudit.tracing.run import _call, default_loss  # noqa: E402
 
 TARGET = "ascend"  # the newest Ascend release
@@ -136,6 +140,8 @@ def prepare(model, inputs, loss_fn):
         sim_model = copy.deepcopy(model).to(device)
         sim_inputs = to_device(inputs, device)
         target = sim.target
+        global ENGINE
+        ENGINE = sim.runs_on
     n, n_sim = (sum(p.numel() for p in m.parameters()) for m in (model, sim_model))
     if n != n_sim:
         raise SystemExit(f"the simulated copy has {n_sim:,} parameters, the model {n:,}")
@@ -216,6 +222,8 @@ def main() -> None:
         "benchmark": "simulator_overhead",
         "target": target,
         "device": device,
+        "engine": ENGINE,  # the rehearsal's device engine (opaudit.fallback.native)
+        "load_average_1min": round(os.getloadavg()[0], 2),
         "rounds": args.rounds,
         "torch": torch.__version__,
         "python": platform.python_version(),

@@ -103,3 +103,15 @@ def test_an_op_the_cpp_device_hands_to_python_comes_as_a_python_kernel_gets_it()
     assert calls["aten.sum.dim_IntList"]["dtype"] is torch.float64
     assert calls["aten.empty_like.default"]["memory_format"] is torch.contiguous_format
     assert {o.op: o.path for o in sim.stats.fallen_back()} == {"sum.dim_IntList": "cpu", "empty_like": "cpu"}
+
+
+def test_a_cpp_device_that_does_not_build_leaves_the_wrapper_engine(tmp_path):
+    """No working C++ compiler: the command says why, and the rehearsal runs on the wrapper engine."""
+    script = tmp_path / "s.py"
+    script.write_text("import torch\n\nx = torch.ones(3, device='cuda')\nprint((x * 2).sum().item())\n")
+    rc, stdout, stderr = run_cli("run", "--simulate", "ascend", "--", str(script), cwd=tmp_path,
+                                 env={"CXX": "/bin/false", "OPAUDIT_REHEARSAL_DEVICE_BUILD": str(tmp_path / "build")})
+    assert rc == 0, stderr[-2000:]
+    assert "6.0" in stdout
+    assert "building the rehearsal's C++ device failed" in stderr and "wrapper engine instead" in stderr
+    assert "(simulated, device npu, wrapper engine)" in stdout + stderr
