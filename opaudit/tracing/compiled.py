@@ -8,13 +8,17 @@ into the recorder's dispatch mode and Inductor would compile for a device it doe
 time of a recording or a rehearsal, ``torch.compile`` gives what it always gives (an ``OptimizedModule``
 with ``_orig_mod``, a wrapped function, a decorator) with Dynamo turned off (``torch._dynamo.config.disable``,
 so every call runs eagerly; ``fullgraph=True`` is dropped, since it insists that a graph was captured), and
-each call site is noted: a warning where it is called, and ``meta.warnings`` in the trace.
+each call site is noted: a warning where it is called, and ``meta.warnings`` in the trace. A module compiled
+before (a model given to ``opaudit.trace``) runs its original module directly (``_orig_mod``, with its
+``fullgraph=True`` too, which would stop on a graph that Dynamo, off, never captured), and where it is first
+called is noted the same way.
 """
 
 from __future__ import annotations
 
 import sys
 import warnings
+import weakref
 from typing import Any
 
 import torch
@@ -23,6 +27,8 @@ from opaudit.tracing.attribution import user_line
 
 _active: list[EagerCompile] = []  # the entered contexts, outermost first
 _saved: dict[str, Any] = {}  # what the outermost context replaced
+_made_here: weakref.WeakSet = weakref.WeakSet()  # OptimizedModules torch.compile made while a context was active
+_noted: weakref.WeakSet = weakref.WeakSet()  # OptimizedModules compiled before, whose first call was noted
 
 
 class EagerCompile:
@@ -37,6 +43,10 @@ class EagerCompile:
             torch.compile = _compile  # type: ignore[assignment]
             if "torch._dynamo" in sys.modules:  # a function or model compiled before (a model given to trace())
                 _disable()
+                from torch._dynamo.eval_frame import OptimizedModule
+
+                _saved["module_call"] = OptimizedModule.__call__
+                OptimizedModule.__call__ = _call_eagerly  # type: ignore[method-assign]
         _active.append(self)
         return self
 
@@ -49,6 +59,10 @@ class EagerCompile:
                 from torch import _dynamo
 
                 _dynamo.config.disable = _saved.pop("disable")
+            if "module_call" in _saved:
+                from torch._dynamo.eval_frame import OptimizedModule
+
+                OptimizedModule.__call__ = _saved.pop("module_call")  # type: ignore[method-assign]
 
     def warning(self) -> str | None:
         if not self.sites:
@@ -74,4 +88,21 @@ def _compile(model: Any = None, **kwargs: Any) -> Any:
     kwargs["fullgraph"] = False
     warnings.warn(f"opaudit: torch.compile at {site} runs eagerly (Dynamo off while opaudit records or rehearses: "
                   "the eager ops are what it checks)", RuntimeWarning, stacklevel=2)
-    return _saved.get("compile", torch.compile)(model, **kwargs)
+    compiled = _saved.get("compile", torch.compile)(model, **kwargs)
+    if isinstance(compiled, torch.nn.Module):
+        _made_here.add(compiled)
+    return compiled
+
+
+def _call_eagerly(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """OptimizedModule.__call__ while a context is active: the original module, called as it is."""
+    if self not in _made_here and self not in _noted:
+        _noted.add(self)
+        site = user_line() or "?"
+        what = f"{site}, a {type(self._orig_mod).__name__} compiled before opaudit started"
+        for ctx in _active:
+            ctx.sites.append(what)
+        warnings.warn(f"opaudit: the compiled {type(self._orig_mod).__name__} called at {site} runs eagerly (Dynamo "
+                      "off while opaudit records or rehearses: the eager ops are what it checks)", RuntimeWarning,
+                      stacklevel=2)
+    return self._orig_mod(*args, **kwargs)

@@ -56,3 +56,28 @@ def test_a_compiled_model_is_rehearsed_as_it_runs_eagerly(tmp_path):
         return {(o["op"], o["path"]): o["calls"] for o in s["ops"]}
 
     assert ops(stats["compiled"]) == ops(stats["eager"])
+
+
+def test_a_model_compiled_before_the_trace_is_traced_as_it_runs_eagerly():
+    """A model compiled before ``opaudit.trace`` is called (``fullgraph=True`` too, which stopped the trace with
+    torch's "found no compiled frames"): its original module runs, with the same records as the uncompiled
+    model's, and the trace says it was compiled."""
+    import torch
+
+    import opaudit
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 2))
+    x = torch.randn(3, 4)
+    eager = opaudit.trace(model, x, train=True)
+    with pytest.warns(RuntimeWarning, match="compiled Sequential"):
+        compiled = opaudit.trace(torch.compile(model, fullgraph=True), x, train=True)
+    assert compiled.meta.status == "complete"
+    assert [w for w in compiled.meta.warnings if "Sequential compiled before opaudit started" in w], \
+        compiled.meta.warnings
+
+    def counts(t):
+        return Counter({(r.op, r.kind, r.phase, tuple(r.dtypes)): r.calls for r in t.records})
+
+    a, b = counts(compiled), counts(eager)
+    assert {k: (a[k], b[k]) for k in set(a) | set(b) if a[k] != b[k]} == {}
