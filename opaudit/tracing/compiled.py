@@ -7,7 +7,8 @@ torchair, Intel's Inductor for XPU) is outside what opaudit can check. Left alon
 into the recorder's dispatch mode and Inductor would compile for a device it does not know. So for the
 time of a recording or a rehearsal, ``torch.compile`` gives what it always gives (an ``OptimizedModule``
 with ``_orig_mod``, a wrapped function, a decorator) with Dynamo turned off (``torch._dynamo.config.disable``,
-so every call runs eagerly; ``fullgraph=True`` is dropped, since it insists that a graph was captured), and
+and the ``force_eager`` stance of ``torch.compiler.set_stance``, so every call runs eagerly, compiled before or
+not; ``fullgraph=True`` is dropped, since it insists that a graph was captured), and
 each call site is noted: a warning where it is called, and ``meta.warnings`` in the trace. A module compiled
 before (a model given to ``opaudit.trace``) runs its original module directly (``_orig_mod``, with its
 ``fullgraph=True`` too, which would stop on a graph that Dynamo, off, never captured), and where it is first
@@ -59,6 +60,7 @@ class EagerCompile:
                 from torch import _dynamo
 
                 _dynamo.config.disable = _saved.pop("disable")
+                _saved.pop("stance").__exit__(None, None, None)
             if "module_call" in _saved:
                 from torch._dynamo.eval_frame import OptimizedModule
 
@@ -77,6 +79,9 @@ def _disable() -> None:
 
     if "disable" not in _saved:
         _saved["disable"] = _dynamo.config.disable
+        # compiled code runs eagerly, its fullgraph=True no error (torch.compiler.set_stance: applied at once,
+        # the stance before it back on __exit__)
+        _saved["stance"] = torch.compiler.set_stance("force_eager")
     _dynamo.config.disable = True
 
 

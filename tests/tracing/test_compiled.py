@@ -81,3 +81,28 @@ def test_a_model_compiled_before_the_trace_is_traced_as_it_runs_eagerly():
 
     a, b = counts(compiled), counts(eager)
     assert {k: (a[k], b[k]) for k in set(a) | set(b) if a[k] != b[k]} == {}
+
+
+def test_a_function_compiled_before_the_trace_runs_eagerly():
+    """A function compiled with fullgraph=True before the trace (called in the model's forward) runs eagerly
+    too (torch.compiler's force_eager stance), and the stance before the trace is back after it."""
+    import torch
+
+    import opaudit
+
+    double_relu = torch.compile(lambda x: torch.relu(x) * 2, fullgraph=True)
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return double_relu(self.linear(x))
+
+    t = opaudit.trace(Model(), torch.randn(2, 4))
+    assert t.meta.status == "complete"
+    assert {"relu", "mul.Tensor"} <= {r.op.removeprefix("aten::").removesuffix(".default") for r in t.records}
+    from torch._dynamo import eval_frame
+
+    assert eval_frame._stance.stance == "default" and not torch._dynamo.config.disable
