@@ -323,6 +323,9 @@ def answer_as_cuda_build(torch_version: str, module: Any) -> Callable[[], None]:
     patch(torch.version, "cuda", build["cuda"])
     patch(cudnn, "is_available", lambda: True)
     patch(cudnn, "version", lambda: cudnn_number)
+    # but no tensor is one cuDNN takes: the device runs PyTorch's native kernels (an RNN's flatten_parameters
+    # asks before it calls cuDNN; torch's own answer would warn "compiled without cuDNN" on every call)
+    patch(cudnn, "is_acceptable", lambda tensor: False)
     import torch.cuda.nccl as nccl_module
 
     patch(nccl_module, "version", lambda: nccl)
