@@ -10,7 +10,8 @@ release (AdamW with its default, which in a simulation is the foreach path on th
 plugin device: the script checks that the step ran ``_foreach_`` ops). Every op of the step is one the
 target has, so this measures the simulator's own cost per op (on the C++ device, the default engine, its
 kernels' copies and counting; on the wrapper engine, ``OPAUDIT_REHEARSAL_DEVICE=wrapper``, the SimTensor
-wrappers, the dispatch into Python, the per-op plan and counting; the results name the engine), not a fallback: the script records whatever fell back
+wrappers, the dispatch into Python, the per-op plan and counting; the results name the engine), not a
+fallback: the script records whatever fell back
 (``stats.fallen_back()``), which should be nothing.
 
 A process simulates one device type, and tensors of the simulated device are only touched while a
