@@ -70,12 +70,7 @@ def enter(sim: Simulator) -> Callable[[], None]:
     patch = Patches()
 
     def check(index: int) -> int:
-        i = state.current if index == ANY else index
-        if i >= state.count:
-            raise RuntimeError(f"Attempting to deserialize object on {sim.device_type.upper()} device {i} but "
-                               f"torch.{sim.name}.device_count() is {state.count}. Please use torch.load with "
-                               "map_location to map your storages to an existing device.")
-        return i
+        return _existing(sim, index)
 
     original_tag = torch.serialization.location_tag
 
@@ -171,16 +166,22 @@ def enter_native(sim: Simulator) -> Callable[[], None]:
         index = places.index(location)
         if index is None:
             return original_restore(storage, location)
-        i = state.current if index == ANY else index
-        if i >= state.count:
-            raise RuntimeError(f"Attempting to deserialize object on {sim.device_type.upper()} device {i} but "
-                               f"torch.{sim.name}.device_count() is {state.count}. Please use torch.load with "
-                               "map_location to map your storages to an existing device.")
-        return storage.to(device=torch.device(sim.name, i))
+        return storage.to(device=torch.device(sim.name, _existing(sim, index)))
 
     patch(torch.serialization, "location_tag", location_tag)
     patch(torch.serialization, "default_restore_location", default_restore_location)
     return patch.undo
+
+
+def _existing(sim: Simulator, index: int) -> int:
+    """The device index a storage is restored to (ANY: the current one), which the device count must have, as
+    torch.load checks on a device."""
+    i = state.current if index == ANY else index
+    if i >= state.count:
+        raise RuntimeError(f"Attempting to deserialize object on {sim.device_type.upper()} device {i} but "
+                           f"torch.{sim.name}.device_count() is {state.count}. Please use torch.load with "
+                           "map_location to map your storages to an existing device.")
+    return i
 
 
 def _mark(storage: Any, index: int) -> Any:

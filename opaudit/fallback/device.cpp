@@ -15,7 +15,7 @@
 //   PYTHON hands each call to the rehearsal's handler (fallbacks, CPU round trips, detours, errors).
 //   A NATIVE call that mixes a host tensor of at least one dimension with device tensors goes to the
 //   handler too, which raises the device's error on the user's line.
-// reset() forgets the plans (a new rehearsal, another target).
+// set_policy() forgets the plans (a new rehearsal, another target).
 #include <torch/extension.h>
 
 #include <ATen/EmptyTensor.h>
@@ -253,7 +253,6 @@ std::atomic<int64_t> infra_calls[8];
 const char* infra_names[8] = {"empty.memory_format", "empty_strided", "as_strided", "view", "_reshape_alias",
                               "resize_", "set_.source_Storage", "set_.source_Storage_storage_offset"};
 std::atomic<bool> counting{false};  // infra kernels count only while a rehearsal runs
-std::atomic<int64_t> native_calls{0}, python_calls{0};
 
 const void* identity(const c10::OperatorHandle& op) { return &op.schema(); }
 
@@ -519,11 +518,9 @@ void dispatch(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::St
   if (plan->kind == UNPLANNED) ::plan(op, plan);
   if (plan->kind == NATIVE && !(plan->check && device && host)) {
     ++plan->calls;
-    ++native_calls;
     run_native(op, *plan, stack);
     return;
   }
-  ++python_calls;
   run_python(op, *plan, stack);
 }
 
@@ -610,8 +607,6 @@ void set_policy(py::object plan_fn, py::object handle_fn) {
   planner = plan_fn.is_none() ? nullptr : plan_fn.inc_ref().ptr();
   handler = handle_fn.is_none() ? nullptr : handle_fn.inc_ref().ptr();
   for (auto& c : infra_calls) c = 0;
-  native_calls = 0;
-  python_calls = 0;
   counting = planner != nullptr;
 }
 
@@ -639,7 +634,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_policy", &set_policy, py::arg("planner"), py::arg("handler"));
   m.def("take_counts", &take_counts);
   m.def("run", &run_from_python, py::arg("op"), py::arg("host_results"), py::arg("args"), py::arg("kwargs"));
-  m.def("totals", [] { return py::make_tuple(native_calls.load(), python_calls.load()); });
   m.def("host_alias", [](const at::Tensor& t) { return as_cpu(t); },
         "A CPU tensor over a device tensor's memory (same sizes, strides and offset).");
   m.def("to_device", [](const at::Tensor& t, int index) {

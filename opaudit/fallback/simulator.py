@@ -389,7 +389,7 @@ class Simulator:
         2: through ``handle``), whether a host tensor beside device tensors is an error, and the results its
         kernel makes on the host (a bit per result)."""
         plan = self.plans.get(id(func)) or self._plan(func)
-        in_cpp = plan.kind == _NATIVE and plan.stat is not None and cpu_impl(func) is func
+        in_cpp = plan.kind == _NATIVE and cpu_impl(func) is func
         return (1 if in_cpp else 2, plan.check_devices, sum(1 << i for i in plan.host_results))
 
     def sync_counts(self) -> None:
@@ -466,8 +466,8 @@ _setup: dict[str, Any] = {}
 
 def setup_device(name: str) -> str:
     """Rename PrivateUse1 to ``name`` and register what a plugin registers (once per process); returns the
-    engine the device runs on: ``native`` (native.py: the C++ device, where ``$OPAUDIT_REHEARSAL_DEVICE=native``
-    and it can be built) or ``wrapper`` (tensor.SimTensor)."""
+    engine the device runs on: ``native`` (native.py: the C++ device, unless ``$OPAUDIT_REHEARSAL_DEVICE=wrapper``
+    or it cannot be built) or ``wrapper`` (tensor.SimTensor)."""
     if _setup.get("name") == name:
         return _setup["engine"]
     current = torch._C._get_privateuse1_backend_name()
@@ -475,34 +475,32 @@ def setup_device(name: str) -> str:
         raise InputError(f"this process already has a {current!r} device: a process simulates one device type",
                          hint="run each simulation in its own process (opaudit run --simulate does)")
     module = SimDevice(name)
+    lib = torch.library.Library("_", "IMPL")
     if native.wanted() and native.load() is not None:
+        engine = "native"
         torch.utils.rename_privateuse1_backend(name)
         torch.utils.generate_methods_for_privateuse1_backend()
         torch._register_device_module(name, module)
-        lib = torch.library.Library("_", "IMPL")
-        lib.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
-        state.name = name
-        devices.clear()
         memory.native = native.ext  # (the device's allocator counts its memory, in and between rehearsals)
-        _setup.update(name=name, lib=lib, module=module, engine="native")
-        return "native"
-    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+    else:
+        from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-    _setup_privateuseone_for_python_backend(name, backend_module=module)
-    lib = torch.library.Library("_", "IMPL")
-    lib.fallback(backend_kernel, "PrivateUse1")
+        engine = "wrapper"
+        _setup_privateuseone_for_python_backend(name, backend_module=module)
+        lib.fallback(backend_kernel, "PrivateUse1")
+        # what reaches the key with the Python key excluded (torch.tensor(data, device=...)) needs kernels of its
+        # own: the boxed fallback cannot be called from there
+        kernels = torch.library.Library("aten", "IMPL")
+        for op in _BACKEND_OPS:
+            packet, _, overload = op.partition(".")
+            overload_ = getattr(getattr(torch.ops.aten, packet), overload or "default")
+            kernels.impl(op, functools.partial(backend_kernel, overload_), "PrivateUse1")
+        _setup["kernels"] = kernels
     lib.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
-    # what reaches the key with the Python key excluded (torch.tensor(data, device=...)) needs kernels of its
-    # own: the boxed fallback cannot be called from there
-    kernels = torch.library.Library("aten", "IMPL")
-    for op in _BACKEND_OPS:
-        packet, _, overload = op.partition(".")
-        overload_ = getattr(getattr(torch.ops.aten, packet), overload or "default")
-        kernels.impl(op, functools.partial(backend_kernel, overload_), "PrivateUse1")
     state.name = name
     devices.clear()
-    _setup.update(name=name, lib=lib, kernels=kernels, module=module, engine="wrapper")
-    return "wrapper"
+    _setup.update(name=name, lib=lib, module=module, engine=engine)
+    return engine
 
 
 _BACKEND_OPS = ("empty.memory_format", "empty_strided", "_copy_from", "_copy_from_and_resize", "_to_copy",
