@@ -17,15 +17,14 @@ in opaudit's cache, shared by processes under a lock.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from opaudit import cbuild
 
 SOURCE = Path(__file__).resolve().parent / "device.cpp"
 NAME = "opaudit_rehearsal_device"
@@ -42,16 +41,7 @@ def wanted() -> bool:
 
 
 def build_dir() -> Path:
-    env = os.environ.get(ENV_BUILD)
-    if env:
-        return Path(env)
-    version = torch.__version__.replace("+", "_")
-    python = f"py{sys.version_info[0]}{sys.version_info[1]}"
-    digest = hashlib.sha256(SOURCE.read_bytes() + f"{version} {python} {sys.platform}".encode()).hexdigest()[:10]
-    from opaudit.tomlcache import cache_root
-
-    base = cache_root() or Path(tempfile.gettempdir()) / f"opaudit-{os.getuid()}"
-    return base / "rehearsal-device" / f"{version}-{digest}"
+    return cbuild.build_dir(SOURCE, "rehearsal-device", ENV_BUILD)
 
 
 def load(note: Callable[[str], None] | None = None) -> Any:
@@ -60,31 +50,9 @@ def load(note: Callable[[str], None] | None = None) -> Any:
     global ext, _reason
     if ext is not None or _reason is not None:
         return ext
-    if sys.platform != "linux":
-        _reason = "the rehearsal's C++ device is built for Linux only"
-        return None
-    import fcntl
-    import io
-    from contextlib import redirect_stderr, redirect_stdout
-
-    from torch.utils.cpp_extension import load as load_extension
-
-    directory = build_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    if note is not None and not (directory / f"{NAME}.so").exists():
-        note("compiling the rehearsal's C++ device for this torch (once, about 30 s)")
-    log = io.StringIO()
-    try:
-        with open(directory / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            with redirect_stdout(log), redirect_stderr(log):
-                ext = load_extension(name=NAME, sources=[str(SOURCE)], build_directory=str(directory),
-                                     extra_cflags=["-O2"], verbose=False)
-    except Exception as e:  # noqa: BLE001 - the compiler's failures come as several types (CalledProcessError, ...)
-        tail = "\n".join((str(e).strip() or type(e).__name__).splitlines()[-6:])
-        _reason = f"building the rehearsal's C++ device failed: {tail}"
-        return None
-    ext.intercept_composites()
+    ext, _reason = cbuild.load(SOURCE, NAME, "rehearsal-device", ENV_BUILD, "the rehearsal's C++ device", note)
+    if ext is not None:
+        ext.intercept_composites()
     return ext
 
 
