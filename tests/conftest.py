@@ -36,6 +36,12 @@ if "OPAUDIT_REHEARSAL_DEVICE_BUILD" not in os.environ:
 
     os.environ["OPAUDIT_REHEARSAL_DEVICE_BUILD"] = str(Path(tempfile.gettempdir()) / f"opaudit-test-{os.getuid()}"
                                                        / "rehearsal-device" / native.build_dir().name)
+# So is the tracer's C++ recorder (opaudit.tracing.native).
+if "OPAUDIT_TRACER_BUILD" not in os.environ:
+    from opaudit.tracing import native as tracer_native
+
+    os.environ["OPAUDIT_TRACER_BUILD"] = str(Path(tempfile.gettempdir()) / f"opaudit-test-{os.getuid()}"
+                                             / "tracer" / tracer_native.build_dir().name)
 if "OPAUDIT_CACHE_DIR" not in os.environ:
     _CACHE = tempfile.mkdtemp(prefix="opaudit-test-cache-")
     os.environ["OPAUDIT_CACHE_DIR"] = _CACHE

@@ -12,7 +12,8 @@ has no kernel of its own for it and receives its parts. Another is the trace's d
 GPU than the rehearsal's (``checkpoint_storage``): on the C++ stand-in for CUDA, torch.save copies each storage
 to the host and torch.load rebuilds each tensor over its storage, through ``set_`` with a storage source (and
 the empty tensor it sets), as on a GPU and on a vendor's device; the rehearsal's checkpoints (checkpoint.py)
-move the data without those ops. And the trace's dispatch mode makes PyTorch take a subclass's path
+move the data without those ops. And where the trace was recorded by the Python recorder (opaudit/tracing/native.py
+says when), its dispatch mode makes PyTorch take a subclass's path
 (``mode_path``: at::isTensorSubclassLike holds while a dispatch mode is on): ``reshape`` views where a device
 tensor reaches ``_reshape_alias`` (aten/src/ATen/native/TensorShape.cpp), AccumulateGrad adds a gradient out
 of place where it adds into the device's in place (``add_``; torch/csrc/autograd/functions/accumulate_grad.h);

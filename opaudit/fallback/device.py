@@ -424,8 +424,11 @@ def _swap_parameters() -> Callable[[], None]:
 
     The swap makes each new Parameter with ``detach().requires_grad_()``, which a device whose tensors are
     compatible types (a GPU, a plugin's device) never runs: those ops run with the dispatch and function
-    modes set aside, so a trace records what ``model.to()`` does on a device (the copies), not the swap."""
+    modes set aside and the C++ recorder paused, so a trace records what ``model.to()`` does on a device (the
+    copies), not the swap."""
     from torch.utils._python_dispatch import _disable_current_modes
+
+    from opaudit.tracing.native import paused
 
     future = torch.__future__
     original = torch.nn.Module._apply
@@ -433,7 +436,7 @@ def _swap_parameters() -> Callable[[], None]:
     make = parameter.__new__
 
     def quiet_new(cls: type, data: Any = None, requires_grad: bool = True) -> Any:
-        with _disable_current_modes(), torch._C.DisableTorchFunction():
+        with _disable_current_modes(), paused(), torch._C.DisableTorchFunction():
             return make(cls, data, requires_grad)
 
     def _apply(self: torch.nn.Module, fn: Any, recurse: bool = True) -> Any:

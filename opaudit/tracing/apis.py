@@ -30,7 +30,6 @@ from functools import cache
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from opaudit.tracing.choices import choice_entries
 from opaudit.tracing.patching import Patches
@@ -129,10 +128,9 @@ def _wrapper(original: Callable, key: str) -> Callable:
     hit = _wrappers.get(id(original))
     if hit is not None and hit[0] is original:
         return hit[1]
-    from opaudit.tracing.recorder import DEVICE, _placement, _shapes, _signature
+    from opaudit.tracing.recorder import _shapes
 
     active = _active
-    current_mode = _get_current_dispatch_mode
     get_ident = threading.get_ident
     getframe = sys._getframe
 
@@ -143,16 +141,15 @@ def _wrapper(original: Callable, key: str) -> Callable:
         # nor inside a counted call: a builtin hands its call to a torch function mode (the rehearsal's
         # device map), which may call this wrapper again
         if (rec is not None and rec.within is None and active.inside is None and get_ident() == active.thread
-                and current_mode() is rec.mode):
+                and rec.is_active()):
             node = _current_node()
             if node is not None:  # called while the autograd engine runs a node (a recomputation)
                 module, loc, _ = rec.seq.get(node._sequence_nr()) or (None, None, None)
                 phase = "backward"
             else:
                 phase, module, loc = rec._where(getframe(1))
-            k = (key, "api", phase, _signature(args, kwargs), module, loc, None,
-                 _shapes(args, kwargs) if rec.shapes else None,
-                 _placement(args, kwargs) if rec.split_host else DEVICE)
+            sig, where = rec.call_signature(args, kwargs)
+            k = (key, "api", phase, sig, module, loc, None, _shapes(args, kwargs) if rec.shapes else None, where)
             counts = rec.counts
             counts[k] = counts.get(k, 0) + 1
             active.inside = key

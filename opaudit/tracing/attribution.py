@@ -132,6 +132,9 @@ class SourceLocator:
         # opaudit's driver calls the model, the default loss and the optimizer: a walk that reaches it
         # found no user line (the recorder's own frames, by contrast, sit under every op: skipped)
         self._driver = os.path.join(opaudit_dir, "tracing", "run.py")
+        # the command line sits above the user's script: a walk that reaches it found no user line either (typer's
+        # and click's frames above it are no one's code)
+        self._cli = os.path.join(opaudit_dir, "cli") + os.sep
         stdlib = []
         for key in ("stdlib", "platstdlib"):
             p = sysconfig.get_paths().get(key)
@@ -165,7 +168,7 @@ class SourceLocator:
                 kind = _OPTIMIZER
             elif full.startswith(self._autograd) and code.co_name in _BACKWARD_FUNCTIONS:
                 kind = _BACKWARD
-            elif full == self._driver:
+            elif full == self._driver or full.startswith(self._cli):
                 kind = _OPAUDIT
             elif full.startswith(self._internal):
                 kind = _INTERNAL
@@ -176,6 +179,11 @@ class SourceLocator:
         self._kind[id(code)] = kind
         self._codes[id(code)] = code
         return kind
+
+    def kind_of(self, code: CodeType) -> int:
+        """The kind of a code object (classified once per process)."""
+        kind = self._kind.get(id(code))
+        return self._classify(code) if kind is None else kind
 
     def locate(self, frame: FrameType | None) -> tuple[tuple[int, int] | None, int]:
         """(id of the code, instruction offset) of the first user frame at or above ``frame``, and a phase hint.

@@ -49,6 +49,7 @@ _RECORD, _NOISE, _RECORD_FN_ENTER, _RECORD_FN_EXIT, _SCALAR, _META_FAST, _DECOMP
 _NOISE_NAMESPACES = frozenset({"profiler", "prim", "prims"})
 _DTYPE = {d: str(d).removeprefix("torch.") for d in vars(torch).values() if isinstance(d, torch.dtype)}
 _TICK = 4096
+_REDISPATCH = object()  # native_handle's answer: run the op below, as recorded
 _SEQ_LIMIT = 2_000_000
 
 
@@ -72,6 +73,7 @@ class Recording:
         timeout: float | None = None,
         progress: Callable[[int], None] | None = None,
         split_host: bool = False,
+        python_only: bool = False,
     ):
         self.counts: dict[tuple, int] = {}
         # tracing on a device other than the CPU (simulated cuda, meta): tell the ops on host tensors apart
@@ -82,7 +84,11 @@ class Recording:
         self.shapes = shapes
         self.oracle = scalar_oracle
         self.within: str | None = None
-        self.mode: TorchDispatchMode | None = None  # the recorder's dispatch mode while it is active
+        self.mode: TorchDispatchMode | None = None  # the Python engine's dispatch mode while it records
+        self.native: Any = None  # the C++ engine (native.py) while it records
+        self.engine: str | None = None  # "native" or "python", once recording
+        self.engine_reason: str | None = None  # why not native, when not
+        self.python_only = python_only
         self.amp_low: torch.dtype | None = None  # set while a forward pass runs under autocast
         self.record_fns: list[bool] = []  # one per open profiler record: is it an optimizer's?
         self.optimizer_depth = 0
@@ -129,7 +135,11 @@ class Recording:
         counts[key] = counts.get(key, 0) + 1
 
     def _where(self, frame) -> tuple[str, str | None, tuple | None]:
-        """(phase, module, location) of an op issued outside the autograd engine."""
+        """(phase, module, location) of an op issued outside the autograd engine. On the C++ engine, from the
+        current frame: the frames between it and ``frame`` are opaudit's own (a wrapper's), which the walk to
+        the user's line passes over."""
+        if self.native is not None:
+            return self.native.where()
         loc, hint = self.locator.locate(frame)
         if hint == HINT_NONE and not self.optimizer_depth:
             stack = self.modules.stack
@@ -146,24 +156,34 @@ class Recording:
         spares the dispatch round trip for each of them. The autograd nodes they create are tied
         to the choice, so their backward ops are recorded with ``within`` set to it.
         """
-        if self.within is not None or _current_dispatch_mode() is not self.mode:
+        native = self.native  # (the checks and the pause inline: this runs for every batch norm, dropout, ...)
+        if self.within is not None or not (native.active() if native is not None else
+                                           _current_dispatch_mode() is self.mode):
             return run(*args, **kwargs)
         phase, module, loc = self._where(frame)
         first_node = _next_sequence_nr()
         self.within = name
-        try:
-            with _pop_mode_temporarily():
+        if native is not None:
+            before = native.pause(True)
+            try:
                 result = run(*args, **kwargs)
-        finally:
-            self.within = None
+            finally:
+                native.pause(before)
+                self.within = None
+        else:
+            try:
+                with _pop_mode_temporarily():
+                    result = run(*args, **kwargs)
+            finally:
+                self.within = None
         for seq in range(first_node, _next_sequence_nr()):
             self.seq.setdefault(seq, (module, loc, name))
         if not (args and result is args[0]):  # an eval-mode dropout returns its input: nothing ran
-            dtypes = _signature(args, kwargs)
+            dtypes, where = self.call_signature(args, kwargs)
             if self.amp_low is not None:
                 dtypes = policy_dtypes(name, dtypes, self.amp_low)
             key = (name, "choice", phase, dtypes, module, loc, None, _shapes(args, kwargs) if self.shapes else None,
-                   _placement(args, kwargs) if self.split_host else DEVICE)
+                   where)
             self.counts[key] = self.counts.get(key, 0) + 1
         return result
 
@@ -191,12 +211,11 @@ class Recording:
         self._limit = nxt if self.max_ops is None else min(nxt, self.max_ops)
 
     # -- op classification (once per OpOverload) ---------------------------------------------------
-    def describe(self, func, args) -> tuple:
-        """(what to do, op key, kind, callable) for an OpOverload; computed once per overload."""
-        for a in args:  # the devices the traced code used, sampled once per op overload
-            if isinstance(a, torch.Tensor):
-                self.devices.add(a.device.type)
-                break
+    def describe(self, func, device: str | None) -> tuple:
+        """(what to do, op key, kind, callable) for an OpOverload; computed once per overload. ``device``: the type
+        of its first tensor argument's device (the devices the traced code used, sampled once per overload)."""
+        if device is not None:
+            self.devices.add(device)
         ns = func.namespace
         schema_name = func._schema.name
         name = f"{schema_name}.{func._overloadname}"
@@ -224,6 +243,59 @@ class Recording:
         self._info[func] = info
         return info
 
+    # -- the C++ engine (native.py, recorder.cpp) ------------------------------------------------------
+    def plan(self, func, device: str | None) -> tuple[int, str, str]:
+        """recorder.cpp's question on an op's first call: (0 count it, 1 noise, 2 ask ``native_handle``), its key
+        and its kind."""
+        info = self._info.get(func) or self.describe(func, device)
+        what = info[0]
+        return (0 if what == _RECORD else 1 if what == _NOISE else 2), info[1], info[2]
+
+    def native_handle(self, func, args, kwargs):
+        """What the Python recorder's dispatch does for an op that is not simply counted (recording paused):
+        the result, or ``_REDISPATCH`` for recorder.cpp to run the op below."""
+        what, name, kind = self._info[func][:3]
+        frame = _getframe(0).f_back
+        if what == _DECOMPOSE:
+            with self.resumed():
+                return func.decompose(*args, **kwargs)
+        if what == _META_FAST:
+            self.add(name, kind, args, kwargs, frame)
+            result = _meta_fast_path(func)(args, kwargs)
+            return _REDISPATCH if result is _SLOW else result
+        self.noise += what != _SCALAR
+        if what == _RECORD_FN_ENTER:
+            self.enter_record_function(str(args[0]) if args else "")
+        elif what == _RECORD_FN_EXIT:
+            self.exit_record_function()
+        elif what == _SCALAR:
+            self.add(name, kind, args, kwargs, frame)
+            if self.oracle is not None:
+                return self.oracle.item(func, args, kwargs, frame)
+        return _REDISPATCH
+
+    def call_signature(self, args, kwargs) -> tuple[tuple, str]:
+        """(dtypes, placement) of a call made from Python (a choice's, an API's): in C++ on the C++ engine, where
+        reading a tensor's attributes does not go through a TorchFunctionMode (the default device's)."""
+        if self.native is not None:
+            sig, where = self.native.call_signature(args, kwargs)
+            return sig, where if self.split_host else DEVICE
+        return _signature(args, kwargs), _placement(args, kwargs) if self.split_host else DEVICE
+
+    def is_active(self) -> bool:
+        """Whether an op issued now on this thread is recorded (not in a choice's own ops, nor in a Python kernel)."""
+        if self.native is not None:
+            return self.native.active()
+        return self.mode is not None and _current_dispatch_mode() is self.mode
+
+    @contextmanager
+    def resumed(self) -> Iterator[None]:
+        before = self.native.pause(False)
+        try:
+            yield
+        finally:
+            self.native.pause(before)
+
     def enter_record_function(self, name: str) -> None:
         is_optimizer = name.startswith("Optimizer.")
         self.record_fns.append(is_optimizer)
@@ -233,10 +305,14 @@ class Recording:
             cls = name.partition("#")[2].rpartition(".")[0] or name
             self.optimizer_module = f"<{cls}>"
             self.optimizer_types.setdefault(self.optimizer_module, cls)
+            if self.native is not None:
+                self.native.set_optimizer(self.optimizer_depth, self.optimizer_module)
 
     def exit_record_function(self) -> None:
         if self.record_fns and self.record_fns.pop():
             self.optimizer_depth -= 1
+            if self.native is not None:
+                self.native.set_optimizer(self.optimizer_depth, self.optimizer_module)
 
     # -- result -------------------------------------------------------------------------------------
     def records(self):
@@ -280,6 +356,13 @@ class Recording:
 
 
 _PHASE_ORDER = {"forward": 0, "backward": 1, "optimizer": 2}
+
+
+def _first_device(args) -> str | None:
+    for a in args:
+        if isinstance(a, Tensor):
+            return a.device.type
+    return None
 
 
 def _signature(args, kwargs) -> tuple:
@@ -426,7 +509,7 @@ class _OpRecorder(TorchDispatchMode):
             return info[3](*args, **kwargs)
         rec = self.rec
         if info is None:
-            info = rec.describe(func, args)
+            info = rec.describe(func, _first_device(args))
         what = info[0]
         if what == _RECORD:
             self._add(info[1], info[2], args, kwargs, _getframe(0).f_back)
@@ -509,19 +592,39 @@ _FOREACH_NOT_POINTWISE = frozenset({"aten::_foreach_norm", "aten::_foreach_max",
 
 
 @contextmanager
-def recording(rec: Recording) -> Iterator[Recording]:
+def recording(rec: Recording, note: Callable[[str], None] | None = None) -> Iterator[Recording]:
     """Run the body under the recorder, with modules, device-selected entry points and the
-    CompositeImplicitAutograd functions the model calls (apis.py) watched."""
+    CompositeImplicitAutograd functions the model calls (apis.py) watched. The recorder is the C++ one where it
+    can run (native.py), else the Python dispatch mode; ``note(text)`` hears of its first build."""
+    from opaudit.tracing import native
+
     watch = ChoiceWatch(rec.choice)
     apis = ApiWatch(rec)
+    ext, why = (None, "asked for the Python recorder") if rec.python_only else native.usable(note)
+    rec.engine, rec.engine_reason = ("native", None) if ext is not None else ("python", why)
     rec.compiled.__enter__()
     rec.modules.install()
     watch.install()
     apis.install()
-    rec.mode = _OpRecorder(rec)
     try:
-        with rec.mode:
-            yield rec
+        if ext is not None:
+            rec.native = ext
+            native.running = True
+            ext.start(rec, rec.counts, rec.seq, rec.modules.stack, rec.plan, rec.native_handle,
+                      rec.locator.kind_of, rec._unattributed, rec._tick, _REDISPATCH, _DTYPE, rec.split_host,
+                      rec.shapes, rec._limit)
+            try:
+                yield rec
+            finally:
+                total, noise = ext.stop()
+                native.running = False
+                rec.native = None
+                rec.total = total
+                rec.noise += noise
+        else:
+            rec.mode = _OpRecorder(rec)
+            with rec.mode:
+                yield rec
     finally:
         rec.mode = None
         rec.ended = time.perf_counter()

@@ -55,6 +55,7 @@ def build_trace(rec: Recording, *, mode: str, mode_reason: str, train: bool, ste
         scalar_guesses=dict(rec.oracle.guesses) if rec.oracle is not None else {},
         warnings=[*(warnings or []), *([w] if (w := rec.compiled.warning()) else [])],
         simulated=simulated,
+        recorder=rec.engine,
     )
     return Trace(meta=meta, records=records, modules=modules, sources=sources,
                  registrations=dict(rec.registrations))

@@ -127,6 +127,8 @@ class TraceMeta:
     warnings: list[str] = field(default_factory=list)
     # the device was simulated on the CPU (opaudit.fallback.simulate): {"target": "cuda@2.13", "name": "cudasim"}
     simulated: dict[str, Any] | None = None
+    # the recorder that took it (tracing/native.py): native (C++) or python (a TorchDispatchMode); None: not said
+    recorder: str | None = None
 
 
 @dataclass

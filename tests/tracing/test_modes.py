@@ -22,9 +22,16 @@ def test_resnet_runs_the_same_ops_in_real_meta_and_fake():
     assert {t.meta.mode for t in traces.values()} == {"real", "meta", "fake"}
     assert traces["meta"].meta.device == "meta"
     # the optimizer's step counter lives on the CPU in every mode: its lift_fresh/_to_copy may differ
+    # the autograd engine sums a residual branch's gradients in place (add_) where it may reuse the buffer, out of
+    # place (add) on meta tensors and under a dispatch mode; fake tensors run under FakeTensorMode, so the Python
+    # recorder takes them, under whose own mode a reshape also views where the C++ recorder sees _reshape_alias, and
+    # PyTorch detaches for the mode
+    assert [traces[m].meta.recorder for m in ("real", "meta", "fake")] == ["native", "native", "python"]
+    fold = {"aten::add_.Tensor": "aten::add.Tensor", "aten::_reshape_alias.default": "aten::view.default"}
+    folded = lambda ops: {(phase, fold.get(op, op)) for phase, op in ops if op != "aten::detach.default"}  # noqa: E731
     real = {k for k in _op_set(traces["real"]) if k[0] != "optimizer"}
-    assert real == {k for k in _op_set(traces["meta"]) if k[0] != "optimizer"}
-    assert real == {k for k in _op_set(traces["fake"]) if k[0] != "optimizer"}
+    for mode in ("meta", "fake"):
+        assert folded(real) == folded(k for k in _op_set(traces[mode]) if k[0] != "optimizer")
     foreach = {op for phase, op in _op_set(traces["real"]) if phase == "optimizer" and "_foreach_" in op}
     assert foreach and foreach <= {op for _, op in _op_set(traces["meta"])}
 
@@ -69,9 +76,10 @@ def test_bert_traces_on_meta_with_a_recorded_guess():
     assert all(k.endswith(".py:" + k.rsplit(":", 1)[1]) for k in meta.meta.scalar_guesses)
     assert not real.meta.scalar_guesses
     # the same ops, except where PyTorch picks per device (attention): compare outside choices
-    # (the math path returns another memory layout, so .contiguous() after it copies: one clone)
+    # (the math path returns another memory layout, so .contiguous() after it copies: one clone, after which the
+    # reshape views; on the CPU's path the output is contiguous and reshape takes _reshape_alias)
     outside = lambda t: {r.op for r in t.records if r.within is None and r.kind != "choice"}  # noqa: E731
-    assert outside(real) ^ outside(meta) <= {"aten::clone.default"}
+    assert outside(real) ^ outside(meta) <= {"aten::clone.default", "aten::_reshape_alias.default"}
     choices = lambda t: {r.op for r in t.records if r.kind == "choice"}  # noqa: E731
     assert choices(real) == choices(meta) == {"aten::scaled_dot_product_attention.default"}
 
