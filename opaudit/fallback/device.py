@@ -267,8 +267,7 @@ def enter(sim: Simulator) -> list[Callable[[], None]]:
     """Set up the device for ``sim`` (module doc); returns the undo of each step."""
     undo: list[Callable[[], None]] = []
     wrapper = sim.runs_on == "wrapper"  # (the C++ device's tensors are device tensors to torch: native.py)
-    if wrapper:
-        undo.append(_foreach(sim))
+    undo.append(_foreach(sim) if wrapper else _foreach_native(sim))
     undo.append(_autocast(sim))
     undo.append(collectives(sim))
     undo.append(_plugin_module(sim))
@@ -520,6 +519,30 @@ def _foreach(sim: Simulator) -> Callable[[], None]:
             if SimTensor in types_:
                 types_.remove(SimTensor)
     return undo
+
+
+def _foreach_native(sim: Simulator) -> Callable[[], None]:
+    """On the C++ device, torch.optim and torch.nn.utils take their foreach path for any PrivateUse1 device (its name
+    is in _get_foreach_kernels_supported_devices); a target whose device type torch does not take it on (mps) keeps
+    the single-tensor path, as on that device."""
+    from torch.optim import optimizer, swa_utils
+    from torch.utils import _foreach_utils
+
+    from opaudit.auditing import FOREACH_DEVICES
+
+    if sim.release.device_type in FOREACH_DEVICES or sim.release.dispatch_key == "PrivateUse1":
+        return lambda: None
+    original = _foreach_utils._get_foreach_kernels_supported_devices
+    name = sim.name
+
+    def supported() -> list[str]:
+        return [d for d in original() if d != name]
+
+    patch = Patches()
+    for holder in (_foreach_utils, optimizer, swa_utils):
+        if getattr(holder, "_get_foreach_kernels_supported_devices", None) is original:
+            patch(holder, "_get_foreach_kernels_supported_devices", supported)
+    return patch.undo
 
 
 def _autocast(sim: Simulator) -> Callable[[], None]:

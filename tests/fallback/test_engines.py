@@ -131,3 +131,31 @@ def test_a_cpp_device_that_does_not_build_leaves_the_wrapper_engine(tmp_path):
     assert "6.0" in stdout
     assert "building the rehearsal's C++ device failed" in stderr and "wrapper engine instead" in stderr
     assert "(simulated, device npu, wrapper engine)" in stdout + stderr
+
+
+_ADAMW = """
+import torch
+model = torch.nn.Linear(4, 4).to("{device}")
+opt = torch.optim.AdamW(model.parameters(), lr=0.1)  # foreach chosen by the device type, as torch does
+for _ in range(2):
+    model(torch.randn(3, 4, device="{device}")).sum().backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+@pytest.mark.parametrize(("target", "device", "foreach"), [("mps@2.13.0", "mps", False), ("ascend", "npu", True)])
+def test_the_optimizer_takes_the_path_torch_takes_on_the_targets_device(target, device, foreach, tmp_path):
+    """torch.optim takes its foreach path on CUDA, XPU, MTIA and any PrivateUse1 device, the single-tensor path on
+    MPS; the C++ device is a PrivateUse1 device whatever the target, so on mps it must not take it."""
+    script = tmp_path / "adamw.py"
+    script.write_text(_ADAMW.format(device=device))
+    stats = tmp_path / "stats.json"
+    rc, _, stderr = run_cli("run", "--simulate", target, "--stats", str(stats), "--", str(script), cwd=tmp_path)
+    assert rc == 0, stderr[-2000:]
+    data = json.loads(stats.read_text())
+    assert data["engine"] == "native"
+    ops = {o["op"] for o in data["ops"]}
+    assert any(op.startswith("_foreach_") for op in ops) == foreach, sorted(ops)
+    assert any(op.startswith("addcdiv_") or op.startswith("lerp_") for op in ops) != foreach, sorted(ops)
+
