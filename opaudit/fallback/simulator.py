@@ -398,7 +398,11 @@ class Simulator:
             if isinstance(op, str):
                 base, _, overload = op.partition(".")
                 op = getattr(getattr(torch.ops.aten, base), overload or "default")
-            plan = self.plans.get(id(op)) or self._plan(op)
+            plan = self.plans.get(id(op))
+            if plan is None:
+                plan = self._plan(op)
+                if plan.stat is not None and not plan.stat.calls:
+                    plan.stat.source = None  # counted in C++ (an allocation, a view, set_): no line to name
             if plan.stat is not None:
                 plan.stat.calls += calls
 

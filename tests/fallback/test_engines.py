@@ -159,3 +159,17 @@ def test_the_optimizer_takes_the_path_torch_takes_on_the_targets_device(target, 
     assert any(op.startswith("_foreach_") for op in ops) == foreach, sorted(ops)
     assert any(op.startswith("addcdiv_") or op.startswith("lerp_") for op in ops) != foreach, sorted(ops)
 
+
+def test_ops_counted_in_cpp_name_no_line_of_the_command_line(tmp_path):
+    """Allocations, views and set_ (a checkpoint's load) are counted in C++ with no Python frame: they name no line,
+    and no op names a line of the command line's own frames (typer's, click's)."""
+    script = tmp_path / "ckpt.py"
+    script.write_text("import torch\nm = torch.nn.Linear(4, 4).to('npu')\ntorch.save(m.state_dict(), 'm.pt')\n"
+                      "m.load_state_dict(torch.load('m.pt'))\nprint(m(torch.ones(2, 4, device='npu')).sum().item())\n")
+    stats = tmp_path / "stats.json"
+    rc, _, stderr = run_cli("run", "--simulate", "ascend", "--stats", str(stats), "--", str(script), cwd=tmp_path)
+    assert rc == 0, stderr[-2000:]
+    sources = {o["op"]: o["source"] for o in json.loads(stats.read_text())["ops"]}
+    assert sources["set_.source_Storage_storage_offset"] is None and sources["empty.memory_format"] is None
+    assert sources["addmm"] == "ckpt.py:5"
+    assert all(s is None or s.startswith("ckpt.py:") for s in sources.values()), sources
