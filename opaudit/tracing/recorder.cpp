@@ -28,6 +28,15 @@
 #include <torch/csrc/utils/tensor_memoryformats.h>
 
 #include <map>
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+// 3.11: the interpreter's frames are walked as they are, not through frame objects (PyFrame_GetBack makes one per
+// frame it passes, which was most of the recorder's time per op on a deep module stack)
+#define OPAUDIT_INTERPRETER_FRAMES 1
+#define Py_BUILD_CORE 1
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+#endif
+
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -119,6 +128,23 @@ PyObject* location(PyObject* code, int offset) {  // borrowed
 }
 
 // SourceLocator.locate: the first user frame's location (None when there is none, borrowed), and a phase hint.
+#ifdef OPAUDIT_INTERPRETER_FRAMES
+std::pair<PyObject*, int> locate() {
+  int hint = 0;
+  for (_PyInterpreterFrame* f = PyThreadState_Get()->cframe->current_frame; f != nullptr; f = f->previous) {
+    if (_PyFrame_IsIncomplete(f)) continue;  // as PyFrame_GetBack skips them
+    PyObject* code = reinterpret_cast<PyObject*>(f->f_code);
+    int kind = code_kind(code);
+    if (kind == USER) {
+      int lasti = _PyInterpreterFrame_LASTI(f);
+      return {location(code, lasti < 0 ? -1 : lasti * static_cast<int>(sizeof(_Py_CODEUNIT))), hint};
+    }
+    if (kind == OPAUDIT) break;
+    if ((kind == OPTIMIZER || kind == BACKWARD) && hint == 0) hint = kind;
+  }
+  return {Py_None, hint};
+}
+#else
 std::pair<PyObject*, int> locate() {
   int hint = 0;
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
@@ -142,6 +168,7 @@ std::pair<PyObject*, int> locate() {
   Py_XDECREF(frame);
   return {found, hint};
 }
+#endif
 
 // ---------------------------------------------------------------- what the call carries
 PyObject* dtype_object(c10::ScalarType t) {
