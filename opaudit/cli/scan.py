@@ -68,6 +68,8 @@ def scan(
     against each target."""
     if mode != Mode.meta and mode != Mode.fake:
         cuda_stand_in(device.value)
+    if mode != Mode.fake:
+        cpp_recorder()
     from opaudit.zoo.specs import load_spec
 
     opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json, lint_paths)
@@ -110,6 +112,7 @@ def trace(
 ) -> None:
     """Run an unmodified script under the recorder: opaudit trace [OPTIONS] -- script.py ARGS..."""
     cuda_stand_in(device.value)
+    cpp_recorder()
     from opaudit.tracing.script import trace_script
 
     args = list(ctx.args)
@@ -141,6 +144,22 @@ def cuda_stand_in(device: str) -> None:
     if why is not None and why.startswith("building"):
         note(f"{why}\nthe code runs on the simulated CUDA device instead (slower; OPAUDIT_CUDA_STAND_IN=0 skips "
              "the build)")
+
+
+def cpp_recorder() -> None:
+    """Build (on first use: say so) and load the tracer's C++ recorder; where it cannot be built, say why: the
+    Python recorder records instead (opaudit.tracing.native)."""
+    from opaudit.tracing import native
+
+    if not native.wanted():
+        return
+
+    def note(text: str) -> None:
+        err.print(text, style="dim", markup=False, highlight=False)
+
+    if native.load(note=note) is None:
+        note(f"{native.reason()}\nthe Python recorder records instead (slower; {native.ENV_ENGINE}=python skips the "
+             "build)")
 
 
 def report(

@@ -197,3 +197,16 @@ def test_the_command_line_records_alike_on_the_cuda_stand_in(tmp_path):
         data[name] = json.loads(out.read_text())
     assert data["native"]["meta"]["device"] == "cuda"
     _agree(_rows(data["native"]["records"]), _rows(data["python"]["records"]))
+
+
+def test_without_a_compiler_the_python_recorder_records_and_the_command_line_says_why(tmp_path):
+    script = tmp_path / "tiny.py"
+    script.write_text("import torch\nx = torch.ones(3)\nprint((x + x).sum().item())\n")
+    out = tmp_path / "t.json"
+    rc, _, stderr = run_cli("trace", "-q", "--device", "cpu", "--no-audit", "--json", str(out), "--", str(script),
+                            cwd=tmp_path, env={"CXX": "/bin/false", native.ENV_BUILD: str(tmp_path / "build")})
+    assert rc == 0, stderr[-2000:]
+    assert "building the tracer's C++ recorder failed" in stderr and "the Python recorder records instead" in stderr
+    data = json.loads(out.read_text())
+    assert data["meta"]["recorder"] == "python"
+    assert {"aten::add.Tensor", "aten::sum.default"} <= {r["op"] for r in data["records"]}
