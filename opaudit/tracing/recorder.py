@@ -619,7 +619,7 @@ def recording(rec: Recording, note: Callable[[str], None] | None = None) -> Iter
                 total, noise = ext.stop()
                 native.running = False
                 rec.native = None
-                rec.total = total
+                rec.total = max(rec.total, total)  # (a limit hit in Python's part counted there last)
                 rec.noise += noise
         else:
             rec.mode = _OpRecorder(rec)
