@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 import hf_models  # noqa: E402
 import resnet  # noqa: E402
 
+from opaudit.tracing.default_device import default_device  # noqa: E402
 from opaudit.tracing.recorder import Recording, recording  # noqa: E402
 from opaudit.tracing.run import _call, default_loss  # noqa: E402
 
@@ -180,7 +181,7 @@ def main_cuda(args) -> None:
         for kind, fn in work.items():
             def simulated(traced: bool | str, fn=dev_work[kind], root=dev_model) -> float:
                 # the device as the default device, as opaudit.trace has it (the loss makes its labels)
-                with device() as sim, torch.device(sim if stand_in else sim.name):
+                with device() as sim, default_device(sim if stand_in else sim.name):
                     return timed(fn, traced, root)
 
             for _ in range(2):  # warm up: first calls allocate, initialise optimizer state, import

@@ -6,7 +6,7 @@ import datetime
 import platform
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import torch
@@ -17,6 +17,7 @@ import opaudit
 from opaudit.errors import OpauditError, UserCodeError, describe_exception, user_frames
 from opaudit.tracing.attribution import source_locator
 from opaudit.tracing.autocast import AMP_DTYPES, CudaAutocast
+from opaudit.tracing.default_device import default_device
 from opaudit.tracing.device import check_device, on_device, simulated_meta
 from opaudit.tracing.modes import MODES, prepare, twin
 from opaudit.tracing.recorder import Recording, TraceStopped, recording
@@ -289,7 +290,7 @@ def _trace(prepared: Any, *, train: bool, steps: int, loss_fn, optimizer, amp: s
         # default device, so that tensors the model or the loss create (labels, masks) land there too
         # (on the simulated device likewise: the convention's get_loss makes its labels without a device)
         default = "meta" if prepared.mode == "meta" else sim.name if simulated is not None else None
-        with torch.device(default) if default is not None else nullcontext():
+        with default_device(default):
             if amp_dtype is not None and simulated is not None:
                 with _sim_amp_region(sim.name, rec, amp_dtype):
                     yield
