@@ -17,8 +17,9 @@ says when), its dispatch mode makes PyTorch take a subclass's path
 (``mode_path``: at::isTensorSubclassLike holds while a dispatch mode is on): ``reshape`` views where a device
 tensor reaches ``_reshape_alias`` (aten/src/ATen/native/TensorShape.cpp), AccumulateGrad adds a gradient out
 of place where it adds into the device's in place (``add_``; torch/csrc/autograd/functions/accumulate_grad.h);
-the rehearsal's C++ device runs without a mode, as a device does, and receives those. Anything else that one
-side has and the other lacks is a disagreement.
+the rehearsal's C++ device runs without a mode, as a device does, and receives those; the other way round, a
+trace by the C++ recorder has them where a rehearsal on the wrapper engine (whose tensors are a subclass to
+PyTorch) does not. Anything else that one side has and the other lacks is a disagreement.
 
 >>> agreement = compare_device_ops(opaudit.load_trace("t.json"), Stats.load("stats.json"))  # doctest: +SKIP
 >>> agreement.equal, sorted(agreement.trace_only), sorted(agreement.rehearsal_only)          # doctest: +SKIP
@@ -69,7 +70,9 @@ class DeviceOpsAgreement:
     stand_in_composite: set[str] = field(default_factory=set)
     # trace-only ops of a checkpoint's storages, which the trace's device runs and the rehearsal's does not
     checkpoint_storage: set[str] = field(default_factory=set)
-    # rehearsal-only ops a device tensor reaches where the trace's, under its dispatch mode, take another path
+    # ops a device tensor reaches where the other side's tensors take a tensor subclass's path (the Python
+    # recorder's dispatch mode; the rehearsal's wrapper engine): rehearsal-only ones, and, against a wrapper
+    # rehearsal, the C++ recorder's trace-only ones
     mode_path: set[str] = field(default_factory=set)
 
     @property
@@ -104,8 +107,10 @@ def compare_device_ops(trace: Trace, stats: Stats, matrix: Matrix | None = None)
     stand_in = {o for o in missing - composite - storage if _explicit_composite(o)}
     chosen = choice_ops(trace, m)
     mode = (rehearsed - device) & MODE_PATH
+    if stats.engine == "wrapper" and trace.meta.recorder == "native":  # the trace took the device's path
+        mode |= (missing - composite - stand_in - storage) & MODE_PATH
     return DeviceOpsAgreement(target=stats.target, trace_device=device, rehearsed=rehearsed,
-                              trace_only=missing - composite - stand_in - storage, stand_in_composite=stand_in,
+                              trace_only=missing - composite - stand_in - storage - mode, stand_in_composite=stand_in,
                               checkpoint_storage=storage, mode_path=mode,
                               rehearsal_only=rehearsed - device - EXPLAINED - chosen - mode,
                               host_on_device=(host_only & rehearsed) - COMPOSITE_LEAVES - CHOICE_KERNELS - chosen,
