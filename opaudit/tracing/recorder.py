@@ -254,11 +254,15 @@ class Recording:
     def native_handle(self, func, args, kwargs):
         """What the Python recorder's dispatch does for an op that is not simply counted (recording paused):
         the result, or ``_REDISPATCH`` for recorder.cpp to run the op below."""
-        what, name, kind = self._info[func][:3]
-        frame = _getframe(0).f_back
-        if what == _DECOMPOSE:
+        if self._info[func][0] == _DECOMPOSE:
             with self.resumed():
                 return func.decompose(*args, **kwargs)
+        return self.special(func, args, kwargs, _getframe(0).f_back)
+
+    def special(self, func, args, kwargs, frame):
+        """Either engine's handling of an op described as neither counted nor decomposed: meta shortcuts,
+        profiler markers and noise, .item(); the result, or ``_REDISPATCH`` to run the op itself."""
+        what, name, kind = self._info[func][:3]
         if what == _META_FAST:
             self.add(name, kind, args, kwargs, frame)
             result = _meta_fast_path(func)(args, kwargs)
@@ -269,6 +273,7 @@ class Recording:
         elif what == _RECORD_FN_EXIT:
             self.exit_record_function()
         elif what == _SCALAR:
+            # .item(): a data-dependent read, which meta and fake tensors cannot answer
             self.add(name, kind, args, kwargs, frame)
             if self.oracle is not None:
                 return self.oracle.item(func, args, kwargs, frame)
@@ -517,20 +522,9 @@ class _OpRecorder(TorchDispatchMode):
         if what == _DECOMPOSE:
             with self:
                 return func.decompose(*args, **kwargs)
-        if what == _META_FAST:
-            self._add(info[1], info[2], args, kwargs, _getframe(0).f_back)
-            result = _meta_fast_path(func)(args, kwargs)
-            return func(*args, **kwargs) if result is _SLOW else result
-        rec.noise += what != _SCALAR
-        if what == _RECORD_FN_ENTER:
-            rec.enter_record_function(str(args[0]) if args else "")
-        elif what == _RECORD_FN_EXIT:
-            rec.exit_record_function()
-        elif what == _SCALAR:
-            # .item(): a data-dependent read, which meta and fake tensors cannot answer
-            self._add(info[1], info[2], args, kwargs, _getframe(0).f_back)
-            if rec.oracle is not None:
-                return rec.oracle.item(func, args, kwargs, _getframe(0).f_back)
+        result = rec.special(func, args, kwargs, _getframe(0).f_back)
+        if result is not _REDISPATCH:
+            return result
         return func(*args, **kwargs)
 
 
