@@ -8,9 +8,10 @@ device types mapped onto it.
   single process: ``init_process_group("hccl")`` gets a process group of one rank, whose collectives
   are the identity they are for one rank. More ranks are refused.
 - autocast on the device follows CUDA's policy, as the plugins copy it (trace.autocast).
-- ``DeviceMap``: device types the script names that are not the simulated one (``cuda`` when an
-  unported script is rehearsed; a built-in type such as ``xpu``, which cannot be given to PrivateUse1)
-  are mapped onto it: device arguments of every torch call, ``Tensor.cuda()``, ``torch.cuda.*``,
+- device types the script names that are not the simulated one (``cuda`` when an unported script is
+  rehearsed; a built-in type such as ``xpu``, which cannot be given to PrivateUse1) are mapped onto it:
+  device arguments of every torch entry point that takes one (``_map_arguments``), ``torch.device``
+  contexts and ``set_default_device``, ``Tensor.cuda()``, ``torch.cuda.*``,
   ``torch.autocast("cuda")``, ``GradScaler("cuda")`` and ``init_process_group("nccl")``.
 """
 
@@ -28,7 +29,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from opaudit.fallback import checkpoint, memory
 from opaudit.fallback.patches import Patches
@@ -679,6 +679,9 @@ def collectives(sim: Simulator) -> Callable[[], None]:
                            rank: int = -1, store: Any = None, *args: Any, **kwargs: Any) -> Any:
         if isinstance(backend, str):
             backend = _backend_string(backend)
+        device_id = kwargs.get("device_id")  # (a group bound to its device: torch.device("cuda", rank))
+        if isinstance(device_id, torch.device) and device_id.type in sim.aliases:
+            kwargs["device_id"] = torch.device(sim.name, device_id.index)
         if store is None and init_method is None and "MASTER_ADDR" not in os.environ:
             store = dist.HashStore()
             world_size = 1 if world_size == -1 else world_size
@@ -720,42 +723,116 @@ def collectives(sim: Simulator) -> Callable[[], None]:
 # -- other device types onto the simulated one ---------------------------------------------------------
 
 
-class DeviceMap(TorchFunctionMode):
-    """Device arguments naming a mapped type (``"cuda:1"``, ``torch.device("cuda")``) name the simulated
-    device instead, in every torch function and Tensor method call."""
+# aten schemas with a Device argument whose Python bindings do not place tensors: TorchScript's device comparisons
+# (eq.device, ne.device), the Generator class, and pin_memory (_pinning's own wrapper)
+_NOT_PLACING = frozenset({"eq", "ne", "Generator", "pin_memory", "_pin_memory"})
 
-    def __init__(self, aliases: frozenset[str], name: str):
-        super().__init__()
-        self.name = name
-        self._pattern = re.compile(r"^(?:" + "|".join(map(re.escape, sorted(aliases))) + r")(:\d+)?$")
-        self.aliases = aliases
 
-    def _map(self, x: Any) -> Any:
+@functools.cache
+def _placing_entries() -> tuple[tuple[Any, str], ...]:
+    """(holder, attribute) of every Python entry point of torch that takes a device: the bindings of aten ops
+    with a ``Device`` argument (factories, ``*_like``, ``Tensor.new_*``, ``Tensor.to``, ...), the factories a
+    ``torch.device`` context fills in (torch.utils._device), the legacy ``Tensor.new`` and
+    ``torch._C._nn._parse_to`` (``nn.Module.to``)."""
+    c = torch._C
+    holders: list[tuple[Any, Any]] = [(torch, vars(torch)), (torch.Tensor, vars(c.TensorBase))]
+    holders += [(getattr(c, n), vars(getattr(c, n))) for n in ("_nn", "_linalg", "_fft", "_special", "_sparse",
+                                                                 "_nested") if hasattr(c, n)]
+    names = {s.name.removeprefix("aten::") for s in torch._C._jit_get_all_schemas()
+             if s.name.startswith("aten::") and any("Device" in str(a.type) for a in s.arguments)}
+    from torch.utils._device import _device_constructors
+
+    names |= {getattr(f, "__name__", "") for f in _device_constructors()}
+    out = [(holder, n) for n in sorted(names - _NOT_PLACING) for holder, own in holders if n in own]
+    return (*out, (torch.Tensor, "new"), (c._nn, "_parse_to"))
+
+
+def _map_arguments(sim: Simulator) -> Callable[[], None]:
+    """Device arguments naming a mapped type (``"cuda:1"``, ``torch.device("cuda")``) name the simulated device
+    instead, in every entry point of torch that takes a device (_placing_entries) wherever it is bound, and in
+    ``torch.device`` contexts and ``torch.set_default_device`` (their DeviceContext).
+
+    Wrapping those entry points costs a Python call on the calls that may name a device, where a
+    TorchFunctionMode would cost one on every torch call and Tensor method (a fifth of a ResNet-50 forward
+    pass on the simulated device, bench/tracer_overhead.py)."""
+    from torch.utils._device import DeviceContext, _device_constructors
+
+    from opaudit.tracing import patching
+
+    aliases, name = sim.aliases, sim.name
+    pattern = re.compile(r"^(?:" + "|".join(map(re.escape, sorted(aliases))) + r")(:\d+)?$")
+
+    def m(x: Any) -> Any:
         t = type(x)
         if t is str:
-            m = self._pattern.match(x)
-            return self.name + (m.group(1) or "") if m else x
-        if t is torch.device and x.type in self.aliases:
-            return torch.device(self.name, x.index)
+            found = pattern.match(x)
+            return name + (found.group(1) or "") if found else x
+        if t is torch.device and x.type in aliases:
+            return torch.device(name, x.index)
         return x
 
-    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
-        # every torch call passes here: most name no device, and go through untouched
-        for a in args:
-            t = type(a)
-            if t is str or t is torch.device:
-                m = self._map
-                args = tuple([m(a) for a in args])
-                break
-        if not kwargs:
-            return func(*args)
-        for v in kwargs.values():
-            t = type(v)
-            if t is str or t is torch.device:
-                m = self._map
-                kwargs = {k: m(v) for k, v in kwargs.items()}
-                break
-        return func(*args, **kwargs)
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        def mapped(*args: Any, **kwargs: Any) -> Any:
+            for a in args:
+                t = type(a)
+                if t is str or t is torch.device:
+                    args = tuple([m(a) for a in args])
+                    break
+            if kwargs:
+                for v in kwargs.values():
+                    t = type(v)
+                    if t is str or t is torch.device:
+                        kwargs = {k: m(v) for k, v in kwargs.items()}
+                        break
+            return original(*args, **kwargs)
+
+        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):  # (not __wrapped__: inspect would
+            try:                                                           # report the builtin's missing signature)
+                setattr(mapped, attr, getattr(original, attr))
+            except (AttributeError, TypeError):  # pragma: no cover
+                pass
+        return mapped
+
+    _device_constructors()  # (cached on first use: torch's set of the originals, before any is replaced)
+    patch = patching.Patches()
+    originals: dict[int, Any] = {}
+    wrappers: dict[int, Callable[..., Any]] = {}
+    for holder, attr in _placing_entries():
+        original = getattr(holder, attr)
+        w = wrappers.get(id(original))
+        if w is None:
+            w = wrappers[id(original)] = wrap(original)
+            originals[id(original)] = original
+            patching.standing[id(w)] = (w, original)
+        patch.patch(holder, attr, w)
+    patch.patch_aliases(originals, wrappers, {}, {}, _references)  # (from torch import zeros; torch.fft.fftfreq)
+    context_init = DeviceContext.__init__
+
+    def device_context_init(self: Any, device: Any) -> None:
+        context_init(self, m(device))
+
+    patch.patch(DeviceContext, "__init__", device_context_init)
+    storage_new = torch.UntypedStorage.__new__  # (torch._C.StorageBase's: storage.to(device=...) makes one)
+
+    def untyped_storage_new(cls: type, *args: Any, **kwargs: Any) -> Any:
+        if "device" in kwargs:
+            kwargs["device"] = m(kwargs["device"])
+        return storage_new(cls, *args, **kwargs)
+
+    patch.patch(torch.UntypedStorage, "__new__", untyped_storage_new)
+
+    def undo() -> None:
+        patch.remove()
+        for w in wrappers.values():
+            patching.standing.pop(id(w), None)
+    return undo
+
+
+def _references(module: Any, originals: dict[int, Any]) -> tuple[str, ...]:
+    d = getattr(module, "__dict__", None)
+    if not isinstance(d, dict):
+        return ()
+    return tuple(n for n, value in list(d.items()) if id(value) in originals and originals[id(value)] is value)
 
 
 def _map_devices(sim: Simulator) -> Callable[[], None]:
@@ -816,11 +893,10 @@ def _map_devices(sim: Simulator) -> Callable[[], None]:
         scaler_init(self, name if device in sim.aliases else device, *args, **kwargs)
 
     patch(scaler_cls, "__init__", grad_scaler_init)
-    mode = DeviceMap(sim.aliases, name)
-    mode.__enter__()
+    arguments = _map_arguments(sim)
 
     def undo() -> None:
-        mode.__exit__(None, None, None)
+        arguments()
         patch.undo()
     return undo
 

@@ -17,7 +17,7 @@ receives is held to the target's matrix (opaudit.matrix):
 The device module (``torch.npu``) answers the common runtime calls (device.SimDevice), the target's
 collective backend name is accepted for one process, and device types the script names that are not
 the target's (``cuda``, or a built-in type such as ``xpu`` that cannot be renamed) are mapped onto the
-simulated device (device.DeviceMap). A process simulates one device type: the rename cannot be undone.
+simulated device (device._map_devices). A process simulates one device type: the rename cannot be undone.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from opaudit.tracing.patching import Patches
+from opaudit.tracing.patching import Patches, standing
 
 _scanned: dict[str, tuple[str, ...]] = {}  # module name -> its names bound to a factory (patching.Patches)
 _holding: dict[str, tuple[str, ...]] = {}
@@ -64,6 +64,9 @@ class DefaultDevice(Patches):
         from torch.utils._device import _device_constructors
 
         originals = {id(f): f for f in _device_constructors()}
+        for w, f in list(standing.values()):  # a simulation's wrapper of a factory stands for it (patching.py)
+            if id(f) in originals:
+                originals[id(w)] = w
         wrappers = {key: self._wrap(f) for key, f in originals.items()}
         self.patch_aliases(originals, wrappers, _scanned, _holding, _references)
         default = torch.get_default_device

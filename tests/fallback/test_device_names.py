@@ -1,0 +1,48 @@
+"""Device names of another type (``cuda`` in an unported script) mapped onto the simulated device: each way torch
+takes a device, on both engines, through the real command line; and torch as it was once the simulation ends."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from helpers import FIXTURES, ROOT, run_cli
+
+SCRIPT = str(FIXTURES / "fallback" / "device_names.py")
+
+
+@pytest.mark.parametrize("engine", ["native", "wrapper"])
+def test_every_way_a_script_names_cuda_lands_on_the_simulated_device(engine, monkeypatch):
+    monkeypatch.setenv("OPAUDIT_REHEARSAL_DEVICE", engine)
+    rc, stdout, stderr = run_cli("run", "--simulate", "ascend", "--", SCRIPT,
+                                 *(["--storages"] if engine == "native" else []))
+    assert rc == 0, stderr[-2000:]
+    lines = stdout.splitlines()
+    placed = dict(line.split(": ", 1) for line in lines[:next(i for i, x in enumerate(lines) if "modes" in x) + 1])
+    expected_cpu = {"default after reset", "stays on cpu"}
+    wrong = {k: v for k, v in placed.items() if k not in expected_cpu | {"function modes"} and v != "npu:0"}
+    assert not wrong and len(placed) >= (20 if engine == "native" else 18), placed
+    assert {placed[k] for k in expected_cpu} == {"cpu"}
+    assert placed["function modes"] == "0"  # no TorchFunctionMode left on every torch call
+
+
+def test_torch_is_as_it_was_after_the_simulation():
+    code = """
+import torch
+from torch.utils._device import DeviceContext
+before = (torch.zeros, torch.fft.fftfreq, torch._C._nn._parse_to, DeviceContext.__init__, dict(vars(torch.Tensor)))
+import opaudit.fallback as fb
+with fb.simulate("ascend"):
+    assert torch.zeros(1, device="cuda").device.type == "npu"
+    assert torch.zeros is not before[0]
+after = (torch.zeros, torch.fft.fftfreq, torch._C._nn._parse_to, DeviceContext.__init__, dict(vars(torch.Tensor)))
+assert all(a is b for a, b in zip(before[:4], after[:4])), after
+renamed = {"npu", "is_npu"}  # the PrivateUse1 rename's own methods stay: a process simulates one device type
+assert {k: v for k, v in after[4].items() if k not in renamed} == before[4], set(after[4]) ^ set(before[4])
+from opaudit.tracing.patching import standing
+assert not standing
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
