@@ -294,6 +294,42 @@ void plan(const c10::OperatorHandle& op, Plan* p) {
 // ---------------------------------------------------------------- NATIVE
 struct Arg { at::Tensor dev, cpu; const void* data; };
 
+// A CPU kernel's fresh result adopted as device memory, without a copy: the device storage holds the CPU
+// storage, and counts its bytes as the allocator does (a copy into the device's own allocation cost as much
+// as an elementwise op again: ResNet-50's forward pass ran 1.13 to 1.18x eager, a copy per op result).
+struct Adopted {
+  c10::Storage keep;
+  int64_t nbytes;
+  c10::DeviceIndex index;
+};
+
+void release_adopted(void* ctx) {
+  auto* a = static_cast<Adopted*>(ctx);
+  {
+    std::lock_guard<std::mutex> lock(memory_mutex);
+    memory[a->index].take(a->nbytes);
+  }
+  delete a;
+}
+
+at::Tensor adopt(const at::Tensor& t, c10::Device device) {
+  const auto& st = t.storage();
+  const auto n = static_cast<int64_t>(st.nbytes());
+  const auto index = device.has_index() ? device.index() : cur_dev;
+  auto* ctx = new Adopted{st, n, index};
+  {
+    std::lock_guard<std::mutex> lock(memory_mutex);
+    memory[index].add(n);
+  }
+  at::DataPtr ptr(const_cast<void*>(st.data()), ctx, &release_adopted, c10::Device(kDev, index));
+  auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), n, std::move(ptr),
+                                                    &host_allocator, /*resizable=*/true);
+  auto out = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(std::move(impl)),
+                                                      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), t.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return out;
+}
+
 at::Tensor to_device(const at::Tensor& t, const std::vector<Arg>& args, c10::Device device) {
   if (!t.defined() || !t.is_cpu()) return t;
   for (const auto& a : args)
@@ -301,6 +337,10 @@ at::Tensor to_device(const at::Tensor& t, const std::vector<Arg>& args, c10::Dev
   for (const auto& a : args)
     if (t.storage().is_alias_of(a.cpu.storage()) && t.storage().data() == a.data && t.dtype() == a.dev.dtype())
       return at::native::as_strided_tensorimpl(a.dev, t.sizes(), t.strides(), t.storage_offset());
+  // a result that owns its memory alone (not a view of a host argument): adopted as it is
+  if (t.layout() == at::kStrided && !t.is_quantized() && t.has_storage() && t.storage().use_count() == 1 &&
+      t.storage().data() != nullptr)
+    return adopt(t, device);
   c10::DeviceGuard g(device);
   auto out = t.is_non_overlapping_and_dense()
       ? empty_strided(t.sizes(), t.strides(), t.scalar_type(), std::nullopt, device, std::nullopt)
