@@ -342,6 +342,8 @@ at::Tensor to_device(const at::Tensor& t, const std::vector<Arg>& args, c10::Dev
       t.storage().data() != nullptr)
     return adopt(t, device);
   c10::DeviceGuard g(device);
+  if (t.numel() == 0)  // (batch norm's saved statistics in eval): nothing to copy
+    return empty_strided(t.sizes(), t.strides(), t.scalar_type(), std::nullopt, device, std::nullopt);
   auto out = t.is_non_overlapping_and_dense()
       ? empty_strided(t.sizes(), t.strides(), t.scalar_type(), std::nullopt, device, std::nullopt)
       : empty_memory_format(t.sizes(), t.scalar_type(), std::nullopt, device, std::nullopt, std::nullopt);
