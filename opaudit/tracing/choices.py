@@ -96,6 +96,10 @@ class ChoiceWatch(Patches):
 
     @staticmethod
     def _wrap(original: Callable, choice: Choice) -> Callable:
+        hit = _wrappers.get(id(original))
+        if hit is not None and hit[0] is original and hit[1] == choice:
+            return hit[2]
+
         def watched(*args, **kwargs):
             hooks = _hooks.get(threading.get_ident())
             if not hooks:
@@ -109,6 +113,7 @@ class ChoiceWatch(Patches):
         except (AttributeError, TypeError):  # pragma: no cover - a builtin without some attribute
             pass
         watched.__opaudit_original__ = original  # type: ignore[attr-defined]
+        _wrappers[id(original)] = (original, choice, watched)
         return watched
 
     def install(self) -> None:
@@ -145,6 +150,7 @@ class ChoiceWatch(Patches):
 
 # thread -> the installed watches' hooks, oldest first
 _hooks: dict[int, list[Callable[..., Any]]] = {}
+_wrappers: dict[int, tuple[Any, Choice, Callable]] = {}  # id(function) -> (function, choice, its wrapper): made once
 
 
 def _chain(hooks: list[Callable[..., Any]], i: int, overload: str, frame: Any, original: Callable) -> Callable:

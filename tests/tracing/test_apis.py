@@ -72,6 +72,43 @@ def test_the_bindings_are_put_back(rms_trace):
     assert F.linear is torch._C._nn.linear
 
 
+def test_a_later_recording_follows_bindings_changed_since_the_last(tmp_path, monkeypatch):
+    """The second recording of a process replaces what the first did without resolving each binding again,
+    unless a binding changed since: a module loaded in between that binds an api under its own name is
+    watched too, and an entry point someone else replaced is left to them."""
+    class Calls(nn.Module):
+        def __init__(self, fn):
+            super().__init__()
+            self.fn = fn
+
+        def forward(self, x):
+            return self.fn(x)
+
+    def rms_calls(fn) -> int:
+        rec = opaudit.trace(Calls(fn), (torch.randn(2, 4),))
+        return sum(r.calls for r in rec.records if r.kind == "api" and r.op == "aten::rms_norm.default")
+
+    from opaudit.tracing import apis
+
+    assert rms_calls(lambda x: torch.rms_norm(x, [4])) == 1
+    planned = apis._plan[1]
+    assert rms_calls(lambda x: torch.rms_norm(x, [4])) == 1
+    assert apis._plan[1] is planned  # nothing changed: the same replacements, not resolved again
+    (tmp_path / "binds_rms.py").write_text("import torch\n\nrms = torch.rms_norm\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import binds_rms
+
+    assert rms_calls(lambda x: binds_rms.rms(x, [4])) == 1
+    assert binds_rms.rms is torch.rms_norm  # put back
+
+    def mine(*args, **kwargs):
+        return torch._C._VariableFunctions.rms_norm(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "rms_norm", mine)
+    assert rms_calls(lambda x: torch.rms_norm(x, [4])) == 0  # not a builtin any more: not watched
+    assert torch.rms_norm is mine
+
+
 def _line_of(code: str) -> int:
     lines = Path(__file__).read_text(encoding="utf-8").splitlines()
     return next(i for i, line in enumerate(lines, 1) if code in line and "def " not in line and "_line_of" not in line)
@@ -134,8 +171,8 @@ def test_gates_read_an_api_only_where_its_pytorch_lacks_it(rms_audit):
 
 
 def test_each_api_call_is_counted_once_on_the_simulated_cuda_device():
-    """On the simulated device a torch function mode maps device names: a builtin hands each call to it, and
-    it calls the binding again; the wrapper counts the call once, as on the CPU."""
+    """On the rehearsal's simulated device (the library API's where torch came first), with its own wrappers of
+    the entry points that take a device, each api call is counted once, as on the CPU."""
     torch.manual_seed(0)
     on_cpu = opaudit.trace(DiffAttentionBlock(), (torch.randn(2, 5, 16),), train=True)
     torch.manual_seed(0)
