@@ -575,7 +575,12 @@ at::Tensor view_(const at::Tensor& self, c10::IntArrayRef size) { return at::nat
 at::Tensor reshape_alias_(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
   return at::native::_reshape_alias(self, size, stride);
 }
-at::Tensor& set_source_storage(at::Tensor& self, at::Storage src) { return at::native::set_(self, std::move(src)); }
+// set_(storage) whole, as a device's kernel (CUDA's set_) receives it: PyTorch's own calls set_ with an offset through
+// the dispatcher, which would count that overload too, where a trace of the same code has only this one
+at::Tensor& set_source_storage(at::Tensor& self, at::Storage src) {
+  const auto n = static_cast<int64_t>(src.nbytes() / self.dtype().itemsize());
+  return set_storage(self, std::move(src), 0, {n}, {});
+}
 
 #define WRAP(I, NAME, RET, PARAMS, ARGS) \
   RET NAME##_counted PARAMS { if (counting.load(std::memory_order_relaxed)) ++infra_calls[I]; return NAME ARGS; }

@@ -124,3 +124,16 @@ def test_a_wrapper_put_on_torch_save_before_the_rehearsal_still_runs():
                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "['save', 'load'] npu:0"
+
+
+def test_saving_copies_each_storage_as_a_device_receives_it(tmp_path):
+    """torch.save copies a device storage to the host through set_(storage) on the device: counted once, as a trace
+    on a GPU records it, not with the overload PyTorch's own set_ calls through the dispatcher beneath it."""
+    script = tmp_path / "save.py"
+    script.write_text("import io\nimport torch\n\nm = torch.nn.Linear(4, 4).to('cuda')\n"
+                      "torch.save(m.state_dict(), io.BytesIO())\n")
+    stats = tmp_path / "stats.json"
+    rc, _, stderr = run_cli("run", "--simulate", "ascend", "--stats", str(stats), "--", str(script), cwd=tmp_path)
+    assert rc == 0, stderr[-2000:]
+    ops = {o["op"] for o in json.loads(stats.read_text())["ops"]}
+    assert "set_.source_Storage" in ops and "set_.source_Storage_storage_offset" not in ops, ops
