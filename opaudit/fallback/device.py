@@ -8,6 +8,7 @@ device types mapped onto it.
   single process: ``init_process_group("hccl")`` gets a process group of one rank, whose collectives
   are the identity they are for one rank. More ranks are refused.
 - autocast on the device follows CUDA's policy, as the plugins copy it (trace.autocast).
+- ``torch.Generator(device=...)`` for the device: a host generator, as the device's random ops draw from one.
 - device types the script names that are not the simulated one (``cuda`` when an unported script is
   rehearsed; a built-in type such as ``xpu``, which cannot be given to PrivateUse1) are mapped onto it:
   device arguments of every torch entry point that takes one (``_map_arguments``), ``torch.device``
@@ -273,6 +274,7 @@ def enter(sim: Simulator) -> list[Callable[[], None]]:
     undo.append(_plugin_module(sim))
     undo.append(_surface(sim))
     undo.append(_pinning())
+    undo.append(_generators(sim))
     undo.append(_swap_parameters())
     undo.append(_backward_on_the_calling_thread())
     undo.append(_raise_after_backward(sim))
@@ -496,6 +498,37 @@ def _pinning() -> Callable[[], None]:
 
     patch = Patches()
     patch(torch.Tensor, "pin_memory", pin_memory)
+    return patch.undo
+
+
+class _GeneratorType(type(torch._C.Generator)):  # type: ignore[misc]  # (torch's OpaqueBaseMeta)
+    """torch.Generator's stand-in answers isinstance and issubclass as torch's own class does."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, torch._C.Generator)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, torch._C.Generator)
+
+
+def _generators(sim: Simulator) -> Callable[[], None]:
+    """``torch.Generator(device=...)`` naming the simulated device (or a type mapped onto it, ``"cuda"``) makes a
+    generator, as a plugin's device does (``torch.Generator(device="npu")``; diffusers' pipelines and samplers
+    seed with one): a host generator, since the device's random ops run their CPU kernels, which draw from one
+    (its ``.device`` says ``cpu``). Other devices are torch's own."""
+    base = torch._C.Generator
+    names = {sim.name, *sim.aliases}
+
+    class Generator(base, metaclass=_GeneratorType):  # type: ignore[misc,valid-type]
+        def __new__(cls, device: Any = None) -> Any:
+            if device is None:
+                return base()
+            d = torch.device(device) if not isinstance(device, torch.device) else device
+            return base("cpu") if d.type in names else base(device)
+
+    Generator.__module__, Generator.__qualname__, Generator.__doc__ = "torch", "Generator", base.__doc__
+    patch = Patches()
+    patch(torch, "Generator", Generator)
     return patch.undo
 
 

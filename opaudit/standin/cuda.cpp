@@ -19,6 +19,7 @@
 // that calls one with a CUDA device fails: copy_ is registered here for that reason).
 #include <torch/extension.h>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/native/Resize.h>
@@ -127,6 +128,11 @@ struct FakeCudaHooks final : at::CUDAHooksInterface {
   at::Device getDeviceFromPtr(void*) const override { return {kDev, cur_dev}; }
   const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
     return at::detail::getDefaultCPUGenerator();
+  }
+  // torch.Generator(device="cuda"): a host generator with CUDA's default seed (random ops run their CPU kernels,
+  // which draw from one; its .device says cpu)
+  at::Generator getNewGenerator(c10::DeviceIndex) const override {
+    return at::make_generator<at::CPUGeneratorImpl>();
   }
   void deviceSynchronize(c10::DeviceIndex) const override {}
 };

@@ -1,5 +1,6 @@
 """Device names of another type (``cuda`` in an unported script) mapped onto the simulated device: each way torch
-takes a device, on both engines, through the real command line; and torch as it was once the simulation ends."""
+takes a device, on both engines, through the real command line; torch as it was once the simulation ends; and
+generators made for the device."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from helpers import FIXTURES, ROOT, run_cli
 
 SCRIPT = str(FIXTURES / "fallback" / "device_names.py")
@@ -46,3 +48,33 @@ print("ok")
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+GENERATOR = """
+import sys
+import torch
+
+dev = sys.argv[1]
+draws = [torch.randn(3, device=dev, generator=torch.Generator(device=dev).manual_seed(0)) for _ in range(2)]
+g = torch.Generator(device=dev)
+print(draws[0].device, torch.equal(draws[0].cpu(), draws[1].cpu()), isinstance(g, torch.Generator), g.initial_seed())
+"""
+
+
+@pytest.mark.parametrize("how,device", [("run", "cuda"), ("run", "npu"), ("trace", "cuda")],
+                         ids=["rehearsal-cuda", "rehearsal-ported", "trace-stand-in"])
+def test_a_generator_made_for_the_device_seeds_its_random_ops(how, device, tmp_path):
+    """torch.Generator(device=...) for the device (unported, ported, and on the trace's CUDA stand-in), as diffusers'
+    pipelines seed with one: seeded draws repeat; the seed of a fresh one is CUDA's default, as torch's own."""
+    script = tmp_path / "gen.py"
+    script.write_text(GENERATOR)
+    if how == "run":
+        rc, stdout, stderr = run_cli("run", "--simulate", "ascend", *(["--no-map-cuda"] if device == "npu" else []),
+                                     "--", str(script), device, cwd=tmp_path)
+    else:
+        rc, stdout, stderr = run_cli("trace", "-q", "--no-audit", "--json", str(tmp_path / "t.json"), "--",
+                                     str(script), device, cwd=tmp_path)
+    assert rc == 0, stderr[-2000:]
+    line = next(x for x in stdout.splitlines() if x.startswith(("npu", "cuda")))
+    assert line.split()[1:] == ["True", "True", str(torch.Generator().initial_seed())], line
+    assert line.split()[0] == ("cuda:0" if how == "trace" else "npu:0")
