@@ -20,6 +20,18 @@ TINY_ZOO = ["hf:gpt2?n_layer=1&n_embd=32&n_head=2",
 TINY_ZOO_TARGETS = ["ascend", "mps@2.3.0", "musa@1.2.1", "xpu"]
 
 
+def rehearsed_ops(tmp_path: Path, name: str, source: str, target: str = "ascend") -> list[dict]:
+    """``source`` written to ``tmp_path/name`` and run under ``opaudit run --simulate target --stats``, through the
+    real command line: the per-op statistics of the rehearsal."""
+    import json
+
+    script, stats = tmp_path / name, tmp_path / "stats.json"
+    script.write_text(source)
+    rc, _, stderr = run_cli("run", "--simulate", target, "--stats", str(stats), "--", str(script), cwd=tmp_path)
+    assert rc == 0, stderr[-2000:]
+    return json.loads(stats.read_text())["ops"]
+
+
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None):
     """The real command line in a fresh process: exit code, stdout, stderr."""
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}

@@ -694,6 +694,7 @@ def collectives(sim: Simulator) -> Callable[[], None]:
         return _one_rank_group(names[0])(rank, size)
 
     names = _backend_names(sim)
+    rename = _renamer(sim)
     renamed: dict[str, str] = {}
     first = names[0]
     if first != "nccl" and hasattr(dist.Backend, first.upper()) and not getattr(
@@ -712,9 +713,8 @@ def collectives(sim: Simulator) -> Callable[[], None]:
                            rank: int = -1, store: Any = None, *args: Any, **kwargs: Any) -> Any:
         if isinstance(backend, str):
             backend = _backend_string(backend)
-        device_id = kwargs.get("device_id")  # (a group bound to its device: torch.device("cuda", rank))
-        if isinstance(device_id, torch.device) and device_id.type in sim.aliases:
-            kwargs["device_id"] = torch.device(sim.name, device_id.index)
+        if "device_id" in kwargs:  # (a group bound to its device: torch.device("cuda", rank))
+            kwargs["device_id"] = rename(kwargs["device_id"])
         if store is None and init_method is None and "MASTER_ADDR" not in os.environ:
             store = dist.HashStore()
             world_size = 1 if world_size == -1 else world_size
@@ -756,6 +756,25 @@ def collectives(sim: Simulator) -> Callable[[], None]:
 # -- other device types onto the simulated one ---------------------------------------------------------
 
 
+def _renamer(sim: Simulator) -> Callable[[Any], Any]:
+    """A device argument naming a mapped type (``"cuda:1"``, ``torch.device("cuda")``) -> the simulated device's
+    name for it; anything else as it is."""
+    aliases, name = sim.aliases, sim.name
+    if not aliases:
+        return lambda x: x
+    pattern = re.compile(r"^(?:" + "|".join(map(re.escape, sorted(aliases))) + r")(:\d+)?$")
+
+    def rename(x: Any) -> Any:
+        t = type(x)
+        if t is str:
+            found = pattern.match(x)
+            return name + (found.group(1) or "") if found else x
+        if t is torch.device and x.type in aliases:
+            return torch.device(name, x.index)
+        return x
+    return rename
+
+
 # aten schemas with a Device argument whose Python bindings do not place tensors: TorchScript's device comparisons
 # (eq.device, ne.device), the Generator class, and pin_memory (_pinning's own wrapper)
 _NOT_PLACING = frozenset({"eq", "ne", "Generator", "pin_memory", "_pin_memory"})
@@ -792,17 +811,7 @@ def _map_arguments(sim: Simulator) -> Callable[[], None]:
 
     from opaudit.tracing import patching
 
-    aliases, name = sim.aliases, sim.name
-    pattern = re.compile(r"^(?:" + "|".join(map(re.escape, sorted(aliases))) + r")(:\d+)?$")
-
-    def m(x: Any) -> Any:
-        t = type(x)
-        if t is str:
-            found = pattern.match(x)
-            return name + (found.group(1) or "") if found else x
-        if t is torch.device and x.type in aliases:
-            return torch.device(name, x.index)
-        return x
+    m = _renamer(sim)
 
     def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
         def mapped(*args: Any, **kwargs: Any) -> Any:
@@ -838,7 +847,7 @@ def _map_arguments(sim: Simulator) -> Callable[[], None]:
             originals[id(original)] = original
             patching.standing[id(w)] = (w, original)
         patch.patch(holder, attr, w)
-    patch.patch_aliases(originals, wrappers, {}, {}, _references)  # (from torch import zeros; torch.fft.fftfreq)
+    patch.patch_aliases(originals, wrappers, {}, {})  # (from torch import zeros; torch.fft.fftfreq)
     context_init = DeviceContext.__init__
 
     def device_context_init(self: Any, device: Any) -> None:
@@ -859,13 +868,6 @@ def _map_arguments(sim: Simulator) -> Callable[[], None]:
         for w in wrappers.values():
             patching.standing.pop(id(w), None)
     return undo
-
-
-def _references(module: Any, originals: dict[int, Any]) -> tuple[str, ...]:
-    d = getattr(module, "__dict__", None)
-    if not isinstance(d, dict):
-        return ()
-    return tuple(n for n, value in list(d.items()) if id(value) in originals and originals[id(value)] is value)
 
 
 def _map_devices(sim: Simulator) -> Callable[[], None]:

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from opaudit.tracing.choices import choice_entries
-from opaudit.tracing.patching import Patches
+from opaudit.tracing.patching import Patches, references
 
 _CIA = "CompositeImplicitAutograd"
 _BUILTIN = (type(torch.relu), type(torch._C.TensorBase.relu))  # builtin function, method descriptor
@@ -105,10 +105,9 @@ _holding: dict[str, tuple[str, ...]] = {}  # the modules of _scanned that hold a
 
 
 def _references(module: Any, originals: dict[int, Any]) -> tuple[str, ...]:
-    d = getattr(module, "__dict__", None)
-    if not isinstance(d, dict) or any(module is h for h, _ in _holders()):  # patched directly
+    if any(module is h for h, _ in _holders()):  # patched directly
         return ()
-    return tuple(name for name, value in list(d.items()) if id(value) in originals and originals[id(value)] is value)
+    return references(module, originals)
 
 
 class _Active:

@@ -73,13 +73,6 @@ _scanned: dict[str, tuple[str, ...]] = {}  # module name -> its names bound to a
 _holding: dict[str, tuple[str, ...]] = {}  # the modules of _scanned that hold any
 
 
-def _references(module: Any, originals: dict[int, Any]) -> tuple[str, ...]:
-    d = getattr(module, "__dict__", None)
-    if not isinstance(d, dict):
-        return ()
-    return tuple(name for name, value in list(d.items()) if id(value) in originals and originals[id(value)] is value)
-
-
 class ChoiceWatch(Patches):
     """Installs the wrappers; ``on_call(name, args, kwargs, frame, run)`` is the recorder's hook.
 
@@ -129,7 +122,7 @@ class ChoiceWatch(Patches):
             self.patch(holder, attr, w)
         # other names bound to the same functions, anywhere in the loaded modules (scanning all of them
         # takes ~50 ms, once per process)
-        self.patch_aliases(originals, wrappers, _scanned, _holding, _references)
+        self.patch_aliases(originals, wrappers, _scanned, _holding)
         thread = threading.get_ident()
         self._entry = (thread, self.on_call)
         _hooks.setdefault(thread, []).append(self.on_call)

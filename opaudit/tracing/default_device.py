@@ -22,13 +22,6 @@ _scanned: dict[str, tuple[str, ...]] = {}  # module name -> its names bound to a
 _holding: dict[str, tuple[str, ...]] = {}
 
 
-def _references(module: Any, originals: dict[int, Any]) -> tuple[str, ...]:
-    d = getattr(module, "__dict__", None)
-    if not isinstance(d, dict):
-        return ()
-    return tuple(name for name, value in list(d.items()) if id(value) in originals and originals[id(value)] is value)
-
-
 def _inner_context() -> bool:
     """Whether the traced code entered a ``torch.device`` context of its own (a mode on the function mode stack)."""
     n = torch._C._len_torch_function_stack()
@@ -68,7 +61,7 @@ class DefaultDevice(Patches):
             if id(f) in originals:
                 originals[id(w)] = w
         wrappers = {key: self._wrap(f) for key, f in originals.items()}
-        self.patch_aliases(originals, wrappers, _scanned, _holding, _references)
+        self.patch_aliases(originals, wrappers, _scanned, _holding)
         default = torch.get_default_device
         device = self.device
 

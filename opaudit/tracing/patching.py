@@ -19,6 +19,14 @@ from typing import Any
 standing: dict[int, tuple[Callable, Any]] = {}
 
 
+def references(module: Any, originals: dict[int, Any]) -> tuple[str, ...]:
+    """The names ``module`` binds to any of ``originals`` (id -> function): what ``patch_aliases`` replaces there."""
+    d = getattr(module, "__dict__", None)
+    if not isinstance(d, dict):
+        return ()
+    return tuple(name for name, value in list(d.items()) if id(value) in originals and originals[id(value)] is value)
+
+
 class Patches:
     """Bindings replaced by ``patch``; ``remove`` restores each as it was (an attribute of the holder's own
     ``__dict__``, or one it inherited)."""
@@ -38,9 +46,10 @@ class Patches:
 
     def patch_aliases(self, originals: dict[int, Any], wrappers: dict[int, Callable],
                       scanned: dict[str, tuple[str, ...]], holding: dict[str, tuple[str, ...]],
-                      references: Callable[[Any, dict[int, Any]], tuple[str, ...]]) -> None:
+                      references: Callable[[Any, dict[int, Any]], tuple[str, ...]] = references) -> None:
         """Replace the other names bound to ``originals`` (id -> function) by their ``wrappers`` in every
-        loaded module; ``scanned`` and ``holding`` are the caller's caches of what each module holds."""
+        loaded module; ``scanned`` and ``holding`` are the caller's caches of what each module holds, and
+        ``references`` finds the names a module binds (by default every one bound to an original)."""
         if len(scanned) != len(sys.modules):
             for mod_name, module in list(sys.modules.items()):
                 if mod_name not in scanned:

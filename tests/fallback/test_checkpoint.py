@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import torch
-from helpers import FIXTURES, ROOT, run_cli
+from helpers import FIXTURES, ROOT, rehearsed_ops, run_cli
 
 RESUME = str(FIXTURES / "fallback" / "resume_training.py")
 
@@ -129,11 +129,7 @@ def test_a_wrapper_put_on_torch_save_before_the_rehearsal_still_runs():
 def test_saving_copies_each_storage_as_a_device_receives_it(tmp_path):
     """torch.save copies a device storage to the host through set_(storage) on the device: counted once, as a trace
     on a GPU records it, not with the overload PyTorch's own set_ calls through the dispatcher beneath it."""
-    script = tmp_path / "save.py"
-    script.write_text("import io\nimport torch\n\nm = torch.nn.Linear(4, 4).to('cuda')\n"
-                      "torch.save(m.state_dict(), io.BytesIO())\n")
-    stats = tmp_path / "stats.json"
-    rc, _, stderr = run_cli("run", "--simulate", "ascend", "--stats", str(stats), "--", str(script), cwd=tmp_path)
-    assert rc == 0, stderr[-2000:]
-    ops = {o["op"] for o in json.loads(stats.read_text())["ops"]}
+    source = ("import io\nimport torch\n\nm = torch.nn.Linear(4, 4).to('cuda')\n"
+              "torch.save(m.state_dict(), io.BytesIO())\n")
+    ops = {o["op"] for o in rehearsed_ops(tmp_path, "save.py", source)}
     assert "set_.source_Storage" in ops and "set_.source_Storage_storage_offset" not in ops, ops
