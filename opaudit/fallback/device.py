@@ -490,14 +490,17 @@ def _raise_after_backward(sim: Simulator) -> Callable[[], None]:
     return patch.undo
 
 
+def _pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
+    return self
+
+
 def _pinning() -> Callable[[], None]:
     """Pinned host memory (``pin_memory=True`` in a DataLoader) needs the device's pinned allocator, which
-    a Python-registered device cannot provide; the host is the device here, so pinning is the identity."""
-    def pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
-        return self
-
+    a Python-registered device cannot provide; the host is the device here, so pinning is the identity.
+    (One function for every simulation: a recording's set-up reuses its last plan while the bindings it
+    found are the same objects, tracing/apis.py.)"""
     patch = Patches()
-    patch(torch.Tensor, "pin_memory", pin_memory)
+    patch(torch.Tensor, "pin_memory", _pin_memory)
     return patch.undo
 
 
@@ -799,6 +802,48 @@ def _placing_entries() -> tuple[tuple[Any, str], ...]:
     return (*out, (torch.Tensor, "new"), (c._nn, "_parse_to"))
 
 
+# The renamer of the simulation running now (None between simulations): the wrappers of _map_arguments are made
+# once per process and read it, so every simulation binds the same objects (a recording's set-up reuses its last
+# plan while the bindings it found are unchanged, tracing/apis.py) and finds the other names they are bound to from
+# one scan of the loaded modules (patching.Patches.patch_aliases) instead of one per simulation.
+_renaming: list[Callable[[Any], Any] | None] = [None]
+_mapped: dict[int, tuple[Any, Callable[..., Any]]] = {}  # id(entry point) -> (entry point, its wrapper)
+_mapped_scanned: dict[str, tuple[str, ...]] = {}
+_mapped_holding: dict[str, tuple[str, ...]] = {}
+
+
+def _mapping_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+    hit = _mapped.get(id(original))
+    if hit is not None and hit[0] is original:
+        return hit[1]
+    renaming = _renaming
+
+    def mapped(*args: Any, **kwargs: Any) -> Any:
+        m = renaming[0]
+        if m is None:  # no simulation (a module that bound the wrapper while one ran)
+            return original(*args, **kwargs)
+        for a in args:
+            t = type(a)
+            if t is str or t is torch.device:
+                args = tuple([m(a) for a in args])
+                break
+        if kwargs:
+            for v in kwargs.values():
+                t = type(v)
+                if t is str or t is torch.device:
+                    kwargs = {k: m(v) for k, v in kwargs.items()}
+                    break
+        return original(*args, **kwargs)
+
+    for attr in ("__module__", "__name__", "__qualname__", "__doc__"):  # (not __wrapped__: inspect would
+        try:                                                           # report the builtin's missing signature)
+            setattr(mapped, attr, getattr(original, attr))
+        except (AttributeError, TypeError):  # pragma: no cover
+            pass
+    _mapped[id(original)] = (original, mapped)
+    return mapped
+
+
 def _map_arguments(sim: Simulator) -> Callable[[], None]:
     """Device arguments naming a mapped type (``"cuda:1"``, ``torch.device("cuda")``) name the simulated device
     instead, in every entry point of torch that takes a device (_placing_entries) wherever it is bound, and in
@@ -811,30 +856,8 @@ def _map_arguments(sim: Simulator) -> Callable[[], None]:
 
     from opaudit.tracing import patching
 
-    m = _renamer(sim)
-
-    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
-        def mapped(*args: Any, **kwargs: Any) -> Any:
-            for a in args:
-                t = type(a)
-                if t is str or t is torch.device:
-                    args = tuple([m(a) for a in args])
-                    break
-            if kwargs:
-                for v in kwargs.values():
-                    t = type(v)
-                    if t is str or t is torch.device:
-                        kwargs = {k: m(v) for k, v in kwargs.items()}
-                        break
-            return original(*args, **kwargs)
-
-        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):  # (not __wrapped__: inspect would
-            try:                                                           # report the builtin's missing signature)
-                setattr(mapped, attr, getattr(original, attr))
-            except (AttributeError, TypeError):  # pragma: no cover
-                pass
-        return mapped
-
+    outer = _renaming[0]
+    m = _renaming[0] = _renamer(sim)
     _device_constructors()  # (cached on first use: torch's set of the originals, before any is replaced)
     patch = patching.Patches()
     originals: dict[int, Any] = {}
@@ -843,11 +866,12 @@ def _map_arguments(sim: Simulator) -> Callable[[], None]:
         original = getattr(holder, attr)
         w = wrappers.get(id(original))
         if w is None:
-            w = wrappers[id(original)] = wrap(original)
+            w = wrappers[id(original)] = _mapping_wrapper(original)
             originals[id(original)] = original
             patching.standing[id(w)] = (w, original)
         patch.patch(holder, attr, w)
-    patch.patch_aliases(originals, wrappers, {}, {})  # (from torch import zeros; torch.fft.fftfreq)
+    # (from torch import zeros; torch.fft.fftfreq)
+    patch.patch_aliases(originals, wrappers, _mapped_scanned, _mapped_holding)
     context_init = DeviceContext.__init__
 
     def device_context_init(self: Any, device: Any) -> None:
@@ -865,6 +889,7 @@ def _map_arguments(sim: Simulator) -> Callable[[], None]:
 
     def undo() -> None:
         patch.remove()
+        _renaming[0] = outer
         for w in wrappers.values():
             patching.standing.pop(id(w), None)
     return undo
