@@ -78,3 +78,30 @@ def test_a_generator_made_for_the_device_seeds_its_random_ops(how, device, tmp_p
     line = next(x for x in stdout.splitlines() if x.startswith(("npu", "cuda")))
     assert line.split()[1:] == ["True", "True", str(torch.Generator().initial_seed())], line
     assert line.split()[0] == ("cuda:0" if how == "trace" else "npu:0")
+
+
+REENTRY = """
+import torch
+from opaudit.fallback.simulator import Simulator
+from opaudit.tracing import apis
+from opaudit.tracing.device import cuda_target
+from opaudit.tracing.recorder import Recording, recording
+
+bound, plans = [], []
+for _ in range(3):
+    with Simulator(cuda_target()) as sim:
+        with recording(Recording()):
+            torch.zeros(2, device="cuda").relu()
+        bound.append((torch.zeros, torch.Tensor.to, torch.Tensor.pin_memory))
+        plans.append(apis._plan[1])
+assert all(a is b for a, b in zip(bound[1], bound[2])), "a simulation bound wrappers of its own"
+assert plans[1] is not None and plans[2] is plans[1], "the recording resolved its bindings again"
+print("ok")
+"""
+
+
+def test_a_recording_in_a_later_simulation_reuses_the_last_plan():
+    """Every simulation binds the same device-name wrappers, so a recording in each reuses the last recording's
+    replacements instead of resolving every api binding again (its set-up, bench/tracer_overhead.py)."""
+    proc = subprocess.run([sys.executable, "-c", REENTRY], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
