@@ -73,7 +73,7 @@ def llama7b_meta() -> opaudit.Trace:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """With OPAUDIT_NO_SKIP=1 (.ci/run sets it) a skipped test fails: CI has every tool the suite needs
-    (chromium, npm, g++), so a skip there means a check that silently did not run."""
+    (chromium, g++), so a skip there means a check that silently did not run."""
     outcome = yield
     report = outcome.get_result()
     if report.skipped and os.environ.get("OPAUDIT_NO_SKIP") == "1" and not hasattr(report, "wasxfail"):

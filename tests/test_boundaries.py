@@ -10,6 +10,7 @@ module back, which is then an edge of its own)."""
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -185,3 +186,18 @@ def test_no_module_uses_another_packages_private_names():
             if owner != m.package or (m.package == "opaudit.fallback" and source != m.name):
                 bad.append(f"{m.path.relative_to(ROOT)}:{line}: {name} of {source}")
     assert not bad, "private names used across boundaries:\n" + "\n".join(bad)
+
+
+def test_the_repository_stands_alone():
+    """No code or test reads a folder beside the clone: the vendors' raw lists are coverage_db/upstream/, the
+    fixtures tests/fixtures/. A path out of the repository is a string naming ``shared`` as a folder, or
+    ``..`` walked above the repository root."""
+    leaving = re.compile(r"""\.\./shared|["']shared["']|["']/work/\w|parents\[[3-9]\]""")
+    found = []
+    for path in sorted([*PACKAGE.rglob("*.py"), *(ROOT / "tests").rglob("*.py")]):
+        if "fixtures" in path.relative_to(ROOT).parts:
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if leaving.search(line) and path.name != "test_boundaries.py":
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

@@ -26,6 +26,10 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
     templates = {p.relative_to(ROOT).as_posix() for p in (ROOT / "reports").iterdir() if p.is_file()}
     assert {f"opaudit/_data/{t}" for t in templates} <= set(names), "a file of reports/ is missing from pyproject"
     assert not any(n.startswith("opaudit/_data/reports/examples/") for n in names)  # the examples stay out
+    for entry in {p.name for p in (ROOT / "coverage_db").iterdir()} - {"upstream"}:
+        where = f"opaudit/_data/coverage_db/{entry}"
+        assert any(n == where or n.startswith(where + "/") for n in names), f"coverage_db/{entry} is not in pyproject"
+    assert not any(n.startswith("opaudit/_data/coverage_db/upstream/") for n in names)  # the raw lists stay out
     assert "opaudit_fallback.pth" in names  # OPAUDIT_FALLBACK=target, at the top of site-packages
     assert {"opaudit/cli/__init__.py", "opaudit/cli/options.py", "opaudit/__main__.py"} <= set(names)
     # the C++ sources compiled on first use: the CUDA stand-in and the rehearsal's device

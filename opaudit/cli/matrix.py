@@ -18,7 +18,7 @@ db_app = typer.Typer(no_args_is_help=True, help="Build and check the coverage da
 @db_app.command("build")
 def db_build(
     sources: Annotated[Path | None, typer.Option("--sources", help="The staged upstream sources (default: "
-                                                 "../shared/upstream beside the repository).")] = None,
+                                                 "coverage_db/upstream of this checkout).")] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Where to write (default: the package's "
                                                  "coverage_db/).")] = None,
 ) -> None:

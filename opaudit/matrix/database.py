@@ -45,7 +45,7 @@ class Database:
         index = self.root / "index.toml"
         if not index.is_file():
             raise InputError(f"{self.root} has no index.toml: the coverage database is not built",
-                             hint="run: opaudit db build --sources ../shared/upstream")
+                             hint="run: opaudit db build (from an opaudit checkout)")
         with open(index, "rb") as f:
             data = tomllib.load(f)
         self.entries: list[Entry] = [

@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from helpers import ROOT, run_cli
+from helpers import FIXTURES, ROOT, run_cli
 
 SRC = ("import torch\nimport torch.distributed as dist\n\n"
        "def main(local_rank):\n"
@@ -22,9 +22,7 @@ SRC = ("import torch\nimport torch.distributed as dist\n\n"
        "    model = Net().cuda()\n"
        "    x = torch.randn(8, 3, device=\"cuda\")\n"
        "    torch.backends.cudnn.benchmark = True\n")
-# Microsoft's jest-sarif package ships the SARIF 2.1.0 (rtm.5) JSON schema; fetched from npm once
-SARIF_PACKAGE = "@microsoft/jest-sarif@1.0.0-beta.0"
-SARIF_MEMBER = "package/lib/schemas/sarif-2.1.0-rtm.5.json"
+# the SARIF 2.1.0 (rtm.5) JSON schema, a fixture copied from Microsoft's jest-sarif npm package (its SOURCES.md)
 SARIF_SHA256 = "2d99159ae54a3eea97f81781cff48780548657c35949f4b7f25e99a2ba4de4f8"
 
 
@@ -72,23 +70,8 @@ def test_json_github_and_statistics(project):
 
 
 @pytest.fixture(scope="session")
-def sarif_schema(tmp_path_factory):
-    cache = Path.home() / ".cache" / "opaudit-tests" / "sarif-2.1.0-rtm.5.json"
-    if not cache.is_file():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("the SARIF schema is fetched from npm, and npm is not installed")
-        work = tmp_path_factory.mktemp("npm")
-        proc = subprocess.run([npm, "pack", SARIF_PACKAGE, "--silent"], cwd=work, capture_output=True, text=True,
-                              timeout=120)
-        tgz = next(work.glob("*.tgz"), None)
-        if proc.returncode != 0 or tgz is None:
-            pytest.skip(f"could not fetch {SARIF_PACKAGE} from npm: {proc.stderr.strip()[:200]}")
-        with tarfile.open(tgz) as tar:
-            data = tar.extractfile(SARIF_MEMBER).read()  # type: ignore[union-attr]
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_bytes(data)
-    data = cache.read_bytes()
+def sarif_schema():
+    data = (FIXTURES / "sarif" / "sarif-2.1.0-rtm.5.json").read_bytes()
     assert hashlib.sha256(data).hexdigest() == SARIF_SHA256, "not the SARIF schema this test pins"
     return json.loads(data)
 

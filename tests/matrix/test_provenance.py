@@ -17,11 +17,29 @@ SHIPPED = ("coverage_db", "opaudit", "docs")
 TEXT = {".py", ".toml", ".tsv", ".md", ".json", ".j2", ".txt", ".yaml", ".pth"}
 
 
+UPSTREAM = ROOT / "coverage_db" / "upstream"  # the raw lists: in the repository, not in the wheel
+
+
 def shipped_files():
     for top in SHIPPED:
         for path in sorted((ROOT / top).rglob("*")):
-            if path.is_file() and path.suffix in TEXT and "__pycache__" not in path.parts:
+            if (path.is_file() and path.suffix in TEXT and "__pycache__" not in path.parts
+                    and not path.is_relative_to(UPSTREAM)):
                 yield path
+
+
+def test_the_raw_lists_cite_only_their_own_folders():
+    """coverage_db/upstream/'s own notes (each SOURCES.md, the derived/ files) name files of that folder only:
+    a relative path stays inside it, and nothing points at material beside the repository."""
+    offenders = []
+    for path in sorted(UPSTREAM.rglob("*")):
+        if not path.is_file() or path.suffix not in TEXT or not (path.name == "SOURCES.md" or "derived" in path.parts):
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            walks = [(path.parent / w).resolve() for w in re.findall(r"(?:\.\./)+[\w.-]*", line)]
+            if "research/" in line or any(not w.is_relative_to(UPSTREAM) for w in walks):
+                offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:120]}")
+    assert offenders == [], "\n".join(offenders[:20])
 
 
 @pytest.fixture(scope="module")

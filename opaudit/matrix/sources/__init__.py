@@ -1,4 +1,4 @@
-"""Source adapters: one module per vendor, each turning its folder of ../shared/upstream/ into Releases.
+"""Source adapters: one module per vendor, each turning its folder of coverage_db/upstream/ into Releases.
 
 An adapter is a module with ``releases(ctx: Context) -> list[Release]`` whose docstring states the
 rules it applies (taken from that folder's SOURCES.md). A note that rests on a fact beyond the files read
