@@ -155,11 +155,18 @@ def matrix_probe(
             err.print(f"matrix written to {out_file}", style="green")
 
 
-def doctor() -> None:
-    """The installed torch and device plugins, whether they match, and the device variables set."""
+def doctor(
+    build: Annotated[bool, typer.Option("--build", help="Build opaudit's C++ parts for this torch installation now "
+                                        "(for a CI image), instead of on first use.")] = False,
+) -> None:
+    """The installed torch and device plugins, whether they match, the device variables set, and opaudit's C++
+    parts (built for this torch installation or not, and where)."""
+    from opaudit import cbuild
     from opaudit.matrix.doctor import examine
 
     with user_errors():
+        if build:  # before torch is imported here: the stand-in is built in a child process either way
+            _build_parts()
         r = examine()
         out.print(f"torch {r.torch}" + (f" (CUDA {r.torch_cuda})" if r.torch_cuda else " (no CUDA)"))
         if not r.plugins:
@@ -177,4 +184,33 @@ def doctor() -> None:
             out.print(line, style="" if p.matches in (True, None) else "bold red", markup=False, highlight=False)
         for k, v in sorted(r.env.items()):
             out.print(f"{k}={v}", markup=False, highlight=False)
+        out.print(f"C++ parts, for torch at {cbuild.install()['torch']}:", markup=False, highlight=False,
+                  soft_wrap=True)
+        for part in cbuild.PARTS:
+            done = part.built()
+            state = (f"built in {done.get('seconds', '?')} s" if done else
+                     f"not built (first use builds it, about {part.seconds} s; or: opaudit doctor --build)")
+            out.print(f"  {part.what}: {state}\n    {part.build_dir()}", markup=False, highlight=False,
+                      soft_wrap=True)
+
+
+def _build_parts() -> None:
+    """opaudit doctor --build: every C++ part (a line for each first build); exit 2 naming those that failed."""
+    from opaudit import standin
+    from opaudit.fallback import native as rehearsal_device
+    from opaudit.tracing import native as tracer
+
+    def note(text: str) -> None:
+        err.print(text, style="dim", markup=False, highlight=False)
+
+    failed = []
+    try:
+        standin.build(note)
+    except (RuntimeError, OSError) as e:
+        failed.append(f"{standin.PART.what}: {e}")
+    for module in (tracer, rehearsal_device):
+        if module.load(note) is None:
+            failed.append(str(module.reason()))
+    if failed:
+        raise OpauditError("\n".join(failed), hint="opaudit runs without them, on its slower Python engines")
 

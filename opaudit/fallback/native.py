@@ -11,8 +11,8 @@ tensors) goes to ``Simulator.handle`` as on the wrapper engine, with these helpe
 The engine of a process is chosen once, when its first simulation sets the device up (simulator.setup_device):
 this one, unless ``$OPAUDIT_REHEARSAL_DEVICE=wrapper`` asks for the wrapper engine or the library cannot be built
 (no C++ compiler, not Linux: ``reason()`` says why, and the wrapper engine runs). The library is compiled on first
-use (about 30 s) into ``$OPAUDIT_REHEARSAL_DEVICE_BUILD``, else ``<cache>/rehearsal-device/<torch version>-<digest>``
-in opaudit's cache, shared by processes under a lock.
+use (about 30 s) into ``$OPAUDIT_REHEARSAL_DEVICE_BUILD``, else ``<cache>/rehearsal-device/<torch version>-<key>``
+in opaudit's cache, one build per torch installation, shared by processes under a lock (opaudit.cbuild).
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ import torch
 
 from opaudit import cbuild
 
-SOURCE = Path(__file__).resolve().parent / "device.cpp"
-NAME = "opaudit_rehearsal_device"
+PART = cbuild.REHEARSAL_DEVICE
+SOURCE, NAME = PART.source, PART.name
 ENV_ENGINE = "OPAUDIT_REHEARSAL_DEVICE"
-ENV_BUILD = "OPAUDIT_REHEARSAL_DEVICE_BUILD"
+ENV_BUILD = PART.env
+
 
 ext: Any = None  # the loaded library (its module), once this process runs on it
 _reason: str | None = None  # why not, once a load was declined or failed
@@ -41,7 +42,7 @@ def wanted() -> bool:
 
 
 def build_dir() -> Path:
-    return cbuild.build_dir(SOURCE, "rehearsal-device", ENV_BUILD)
+    return PART.build_dir()
 
 
 def load(note: Callable[[str], None] | None = None) -> Any:
@@ -50,7 +51,7 @@ def load(note: Callable[[str], None] | None = None) -> Any:
     global ext, _reason
     if ext is not None or _reason is not None:
         return ext
-    ext, _reason = cbuild.load(SOURCE, NAME, "rehearsal-device", ENV_BUILD, "the rehearsal's C++ device", note)
+    ext, _reason = cbuild.load(PART, note)
     if ext is not None:
         ext.intercept_composites()
     return ext

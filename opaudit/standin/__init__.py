@@ -21,8 +21,8 @@ torch asks for its CUDA hooks once, while ``import torch`` runs, so the library 
 ``prepare`` says why not, and changes nothing, where it cannot: torch is already imported, no C++ compiler or
 ninja, ``OPAUDIT_CUDA_STAND_IN=0``, or a torch with CUDA of its own. The command line calls it before it
 imports torch; the library API uses it when the caller did. The build folder is
-``$OPAUDIT_CUDA_STAND_IN_BUILD``, else ``<cache>/cuda-stand-in/<torch version>-<digest>`` (a digest of the
-source and of torch's and Python's versions) in opaudit's cache (opaudit.tomlcache.cache_root:
+``$OPAUDIT_CUDA_STAND_IN_BUILD``, else ``<cache>/cuda-stand-in/<torch version>-<key>``, one build per torch
+installation, Python and compiler, in opaudit's cache (opaudit.cbuild; opaudit.tomlcache.cache_root:
 ``$OPAUDIT_CACHE_DIR``, ``$XDG_CACHE_HOME/opaudit`` or ``~/.cache/opaudit``; the temporary folder where the
 cache is off), shared by processes under a lock.
 
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import importlib.metadata
 import importlib.util
 import os
@@ -44,10 +43,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SOURCE = Path(__file__).resolve().parent / "cuda.cpp"
-NAME = "opaudit_cuda_stand_in"
+from opaudit import cbuild
+
+PART = cbuild.STAND_IN
+SOURCE, NAME = PART.source, PART.name
 ENV_OFF = "OPAUDIT_CUDA_STAND_IN"  # "0": never use it (the simulated device of opaudit.fallback)
-ENV_BUILD = "OPAUDIT_CUDA_STAND_IN_BUILD"
+ENV_BUILD = PART.env
 
 
 @dataclass
@@ -60,6 +61,8 @@ class _State:
 _state = _State()
 
 
+
+
 def _torch_version() -> str | None:
     try:
         return importlib.metadata.version("torch")
@@ -69,21 +72,11 @@ def _torch_version() -> str | None:
 
 def build_dir() -> Path:
     """Where the library is built (module doc)."""
-    env = os.environ.get(ENV_BUILD)
-    if env:
-        return Path(env)
-    version = (_torch_version() or "none").replace("+", "_")
-    # the library links against torch's libraries and this Python's (its module is a CPython extension)
-    python = f"py{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}"
-    digest = hashlib.sha256(SOURCE.read_bytes() + f"{version} {python} {sys.platform}".encode()).hexdigest()[:10]
-    from opaudit.tomlcache import cache_root
-
-    base = cache_root() or Path(tempfile.gettempdir()) / f"opaudit-{os.getuid()}"
-    return base / "cuda-stand-in" / f"{version}-{digest}"
+    return PART.build_dir()
 
 
 def library() -> Path:
-    return build_dir() / f"{NAME}.so"
+    return PART.library()
 
 
 def _compile(directory: str) -> None:
@@ -94,29 +87,22 @@ def _compile(directory: str) -> None:
          is_python_module=False, verbose=False)
 
 
-def build() -> Path:
-    """Compile the library, or find it built; returns its path. Raises RuntimeError with the compiler's last
-    lines when it cannot be built. A lock file keeps parallel processes from building it twice at once."""
-    import fcntl
+def _compile_in_child(directory: Path) -> None:
+    code = f"import sys; from opaudit.standin import _compile; _compile({str(directory)!r})"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SOURCE.parents[2]), os.environ.get("PYTHONPATH", "")])}
+    with tempfile.TemporaryFile("w+") as log:
+        done = subprocess.run([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT, env=env)
+        if done.returncode != 0:
+            log.seek(0)
+            tail = "\n".join(log.read().strip().splitlines()[-8:])
+            raise RuntimeError(f"building the CUDA stand-in failed:\n{tail}")
 
-    lib = library()
-    if lib.exists():
-        return lib
-    directory = lib.parent
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if lib.exists():
-            return lib
-        code = f"import sys; from opaudit.standin import _compile; _compile({str(directory)!r})"
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SOURCE.parents[2]), os.environ.get("PYTHONPATH", "")])}
-        with tempfile.TemporaryFile("w+") as log:
-            done = subprocess.run([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT, env=env)
-            if done.returncode != 0 or not lib.exists():
-                log.seek(0)
-                tail = "\n".join(log.read().strip().splitlines()[-8:])
-                raise RuntimeError(f"building the CUDA stand-in failed:\n{tail}")
-    return lib
+
+def build(note: Any = None) -> Path:
+    """Compile the library in a child process (this one must not import torch), or find it built; returns its
+    path. Raises RuntimeError with the compiler's last lines when it cannot be built (opaudit.cbuild: once per
+    torch installation, atomic, under a lock)."""
+    return cbuild.build(PART, _compile_in_child, note)[0]
 
 
 def _preload(lib: Path) -> None:
@@ -140,9 +126,7 @@ def prepare(note: Any = None) -> str | None:
     reason = _why_not()
     if reason is None:
         try:
-            if not library().exists() and note is not None:
-                note("compiling opaudit's CUDA stand-in for this torch (once, about 20 s)")
-            lib = build()
+            lib = build(note)
             _preload(lib)
             _state.loaded = lib
         except (RuntimeError, OSError) as e:

@@ -17,7 +17,7 @@ by the ops its kernel runs on plain tensors, which are the ops the device receiv
 the subclass's op instead.
 
 The library is compiled on first use (about 30 s) into ``$OPAUDIT_TRACER_BUILD``, else
-``<cache>/tracer/<torch version>-<digest>`` in opaudit's cache (opaudit.cbuild).
+``<cache>/tracer/<torch version>-<key>`` in opaudit's cache, one build per torch installation (opaudit.cbuild).
 """
 
 from __future__ import annotations
@@ -33,10 +33,11 @@ import torch
 
 from opaudit import cbuild
 
-SOURCE = Path(__file__).resolve().parent / "recorder.cpp"
-NAME = "opaudit_tracer"
+PART = cbuild.TRACER
+SOURCE, NAME = PART.source, PART.name
 ENV_ENGINE = "OPAUDIT_TRACER"
-ENV_BUILD = "OPAUDIT_TRACER_BUILD"
+ENV_BUILD = PART.env
+
 
 _ext: Any = None
 _reason: str | None = None
@@ -44,7 +45,7 @@ running = False  # a recording runs in C++ now
 
 
 def build_dir() -> Path:
-    return cbuild.build_dir(SOURCE, "tracer", ENV_BUILD)
+    return PART.build_dir()
 
 
 def wanted() -> bool:
@@ -55,7 +56,7 @@ def load(note: Callable[[str], None] | None = None) -> Any:
     """Build (once) and load the library; None where it cannot be (``reason()`` says why)."""
     global _ext, _reason
     if _ext is None and _reason is None:
-        _ext, _reason = cbuild.load(SOURCE, NAME, "tracer", ENV_BUILD, "the tracer's C++ recorder", note)
+        _ext, _reason = cbuild.load(PART, note)
     return _ext
 
 
