@@ -48,6 +48,7 @@ class Part:
     env: str  # the environment variable that names a build folder of the user's
     what: str  # in messages: "the tracer's C++ recorder"
     seconds: int  # about how long a first build takes on 2 cores
+    headers: tuple[Path, ...] = ()  # the shared headers it includes (opaudit/native/)
 
     def build_dir(self) -> Path:
         given = os.environ.get(self.env)
@@ -61,7 +62,8 @@ class Part:
 
     def key(self) -> str:
         bound = json.dumps(install(), sort_keys=True).encode()
-        return hashlib.sha256(self.source.read_bytes() + bound).hexdigest()[:12]
+        text = b"".join(p.read_bytes() for p in (self.source, *self.headers))
+        return hashlib.sha256(text + bound).hexdigest()[:12]
 
     def library(self) -> Path:
         return self.build_dir() / f"{self.name}.so"
@@ -78,12 +80,14 @@ class Part:
 
 
 _HERE = Path(__file__).resolve().parent
+INCLUDE = _HERE / "native"  # the headers the parts share
+_SHARED = (INCLUDE / "dtype_bridge.h", INCLUDE / "host_alias.h")
 STAND_IN = Part("opaudit_cuda_stand_in", _HERE / "standin" / "cuda.cpp", "cuda-stand-in", "OPAUDIT_CUDA_STAND_IN_BUILD",
-                "opaudit's CUDA stand-in", 20)
+                "opaudit's CUDA stand-in", 20, _SHARED)
 TRACER = Part("opaudit_tracer", _HERE / "tracing" / "recorder.cpp", "tracer", "OPAUDIT_TRACER_BUILD",
               "the tracer's C++ recorder", 30)
 REHEARSAL_DEVICE = Part("opaudit_rehearsal_device", _HERE / "fallback" / "device.cpp", "rehearsal-device",
-                        "OPAUDIT_REHEARSAL_DEVICE_BUILD", "the rehearsal's C++ device", 30)
+                        "OPAUDIT_REHEARSAL_DEVICE_BUILD", "the rehearsal's C++ device", 30, _SHARED)
 PARTS = (STAND_IN, TRACER, REHEARSAL_DEVICE)
 
 
@@ -179,7 +183,8 @@ def compile_extension(part: Part, directory: Path, python_module: bool = True) -
     try:
         with redirect_stdout(log), redirect_stderr(log):
             return load_extension(name=part.name, sources=[str(part.source)], build_directory=str(directory),
-                           extra_cflags=["-O2"], is_python_module=python_module, verbose=False)
+                                  extra_cflags=["-O2"], extra_include_paths=[str(INCLUDE)],
+                                  is_python_module=python_module, verbose=False)
     except Exception as e:  # noqa: BLE001 - the compiler's failures come as several types (CalledProcessError, ...)
         tail = "\n".join((str(e).strip() or type(e).__name__).splitlines()[-6:])
         raise RuntimeError(tail) from None

@@ -54,6 +54,21 @@ def db_check(
         err.print("coverage_db is in sync with its sources", style="green")
 
 
+@db_app.command("cuda-dtypes")
+def db_cuda_dtypes() -> None:
+    """Rewrite coverage_db/curated/cuda_dtypes.toml's OpInfo pairs from the installed torch's OpInfo database
+    (the ops whose CUDA kernels run dtypes the CPU's refuse; needs the expecttest package)."""
+    from opaudit.matrix.cuda_dtypes import FILE, write
+
+    with user_errors():
+        try:
+            version, n = write()
+        except ImportError as e:
+            raise InputError(f"PyTorch's OpInfo database cannot be imported: {e}",
+                             hint="pip install expecttest (torch's test helpers import it)") from None
+        err.print(f"{n} ops written to coverage_db/{FILE} from torch {version}'s OpInfo database", style="green")
+
+
 @matrix_app.command("list")
 def matrix_list(
     vendors: Annotated[list[str] | None, typer.Argument(help="Vendors to list (default: all).")] = None,

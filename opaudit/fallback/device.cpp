@@ -18,6 +18,9 @@
 // set_policy() forgets the plans (a new rehearsal, another target).
 #include <torch/extension.h>
 
+#include "dtype_bridge.h"
+#include "host_alias.h"
+
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/Resize.h>
@@ -29,6 +32,7 @@
 #include <ATen/ops/view_native.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/utils/tensor_memoryformats.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
@@ -173,14 +177,7 @@ const bool hooks_registered [[maybe_unused]] = [] {
 }();
 
 // ------------------------------------------------------------------- helpers
-at::Tensor as_cpu(const at::Tensor& t, bool resizable = false) {
-  if (!t.defined() || t.device().type() != kDev) return t;
-  const auto& st = t.storage();
-  auto maker = at::for_blob(const_cast<void*>(st.data()), t.sizes());
-  maker.strides(t.strides()).storage_offset(t.storage_offset()).options(t.options().device(at::kCPU));
-  if (resizable) maker.resizeable_storage().allocator(c10::GetCPUAllocator());
-  return maker.make_tensor();
-}
+at::Tensor as_cpu(const at::Tensor& t, bool resizable = false) { return opaudit_host::alias(t, kDev, resizable); }
 
 at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout>, std::optional<at::Device> device, std::optional<bool>,
@@ -437,7 +434,7 @@ void run_native(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Sta
     static auto conv = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
     conv.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   } else {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    opaudit_bridge::run_cpu(op, stack, c10::DispatchKeySet(c10::DispatchKey::CPU));
   }
   for (const auto& a : args)
     if (a.cpu.unsafeGetTensorImpl()->storage().resizable()) sync_back(a.dev, a.cpu, a.data);
@@ -545,6 +542,39 @@ bool is_to_copy(const c10::OperatorHandle& op) {
   return op.operator_name() == name;
 }
 
+// The dtypes the target cannot hold (MPS: float64, complex128), a bit per ScalarType (set_held_dtypes): a call
+// that touches one, by a tensor or a dtype argument, goes to the rehearsal's handler, which judges it as the
+// audit does (a strict rehearsal fails there, naming the op, the dtype and the line).
+std::atomic<uint64_t> unheld{0};
+
+bool touches_unheld(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t base) {
+  const uint64_t mask = unheld.load(std::memory_order_relaxed);
+  // a 0-dim host tensor (a Python number: float64) goes beside device tensors into any op, as on every device
+  auto hit = [mask](const at::Tensor& t) {
+    return t.defined() && !(t.is_cpu() && t.dim() == 0) && ((mask >> static_cast<int>(t.scalar_type())) & 1u);
+  };
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const auto& v = stack[base + i];
+    if (v.isTensor()) {
+      if (hit(v.toTensor())) return true;
+    } else if (v.isTensorList()) {
+      for (const auto& t : v.toTensorList()) if (hit(t)) return true;
+    } else if (v.isInt() && opaudit_bridge::is_dtype_argument(schema.arguments()[i])) {
+      if ((mask >> v.toInt()) & 1u) return true;
+    }
+  }
+  return false;
+}
+
+void set_held_dtypes(const py::list& not_held) {  // torch.dtype objects
+  uint64_t mask = 0;
+  for (const auto& d : not_held) {
+    TORCH_CHECK(THPDtype_Check(d.ptr()), "set_held_dtypes takes torch.dtype objects");
+    mask |= uint64_t{1} << static_cast<int>(reinterpret_cast<THPDtype*>(d.ptr())->scalar_type);
+  }
+  unheld = mask;
+}
+
 void dispatch(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   Plan* plan = entry_of(op);
   const auto& schema = op.schema();
@@ -558,7 +588,8 @@ void dispatch(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::St
     return;
   }
   if (plan->kind == UNPLANNED) ::plan(op, plan);
-  if (plan->kind == NATIVE && !(plan->check && device && host)) {
+  if (plan->kind == NATIVE && !(plan->check && device && host) &&
+      !(unheld.load(std::memory_order_relaxed) && touches_unheld(schema, *stack, base))) {
     ++plan->calls;
     run_native(op, *plan, stack);
     return;
@@ -678,7 +709,13 @@ py::list take_counts() {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "opaudit's rehearsal device (opaudit/fallback/native.py)";
   m.def("intercept_composites", &intercept_composites);
+  m.def("set_kernel_ops", &opaudit_bridge::set_kernel_ops,
+        "The ops whose CPU kernel refuses a CUDA call in words of its own (cuda_dtypes.toml [[kernel]]).");
+  m.def("bridged", &opaudit_bridge::bridged_counts,
+        "(op, dtype, calls) of the calls whose dtype the CPU kernel refused, run wide and cast back (dtype_bridge.h).");
   m.def("set_policy", &set_policy, py::arg("planner"), py::arg("handler"));
+  m.def("set_held_dtypes", &set_held_dtypes, py::arg("not_held"),
+        "The dtypes (torch.dtype) the target cannot hold: calls with them go to the handler.");
   m.def("take_counts", &take_counts);
   m.def("run", &run_from_python, py::arg("op"), py::arg("host_results"), py::arg("args"), py::arg("kwargs"));
   m.def("host_alias", [](const at::Tensor& t) { return as_cpu(t); },

@@ -275,6 +275,7 @@ def enter(sim: Simulator) -> list[Callable[[], None]]:
     undo.append(_surface(sim))
     undo.append(_pinning())
     undo.append(_generators(sim))
+    undo.append(_legacy_types(sim))
     undo.append(_swap_parameters())
     undo.append(_backward_on_the_calling_thread())
     undo.append(_raise_after_backward(sim))
@@ -413,6 +414,29 @@ def _surface(sim: Simulator) -> Callable[[], None]:
     stand_ins = {f.name: f.module for f in sys.meta_path if isinstance(f, _StandIn)}
     install(load_target(sim.release.vendor), sim.name, patch, stand_ins)
     return patch.undo
+
+
+def _legacy_types(sim: Simulator) -> Callable[[], None]:
+    """Typed tensor classes (fallback/legacy.py): the device's own (``torch.npu.FloatTensor``) where its plugin
+    has them, and ``torch.cuda.FloatTensor`` and the others: on the device where ``cuda`` is mapped onto it and
+    the plugin has typed classes; else refused in one line naming the target and the lint finding."""
+    from opaudit.fallback import legacy
+    from opaudit.matrix.vendors import vendors
+
+    known = vendors().get(sim.release.vendor)
+    has = bool(known and known.legacy_types)
+    matches = {sim.name, *sim.aliases}
+    modules: dict[str, tuple[Any, dict[str, legacy.LegacyType]]] = {}
+    if has and sim.device_type != "cuda":
+        modules[sim.device_type] = (getattr(torch, sim.name), legacy.classes(sim.device_type, sim.name, sim.target,
+                                                                             matches))
+    if "cuda" in sim.aliases:
+        runs_on = sim.name if has else None
+        why = f"{sim.device_type} has no typed tensor classes"
+    else:
+        runs_on, why = None, "there is no CUDA (the port runs with CUDA absent)"
+    modules["cuda"] = (torch.cuda, legacy.classes("cuda", runs_on, sim.target, matches, why))
+    return legacy.install(modules, {sim.name: sim.device_type} if sim.name != sim.device_type else None)
 
 
 def _swap_parameters() -> Callable[[], None]:

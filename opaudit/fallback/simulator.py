@@ -73,6 +73,7 @@ def sim_device_name(device_type: str) -> str:
 # -- the policy -----------------------------------------------------------------------------------------
 
 _NATIVE, _VENDOR_CPU, _MISSING, _DETOUR = 0, 1, 2, 3
+_AS_PLANNED = object()  # Simulator._by_dtype: the call's dtypes change nothing
 _lock = threading.Lock()  # one simulation at a time in a process
 
 
@@ -89,6 +90,7 @@ class Plan:
     check_devices: bool = True  # a CPU tensor beside device tensors is an error, as on a device
     call: Call | None = None  # a native op that writes none of its arguments: run_plain's
     host_results: frozenset[int] = frozenset()  # HOST_RESULTS
+    dtype_checked: bool = False  # the target's data limits some dtypes of this op: each call is judged by its dtypes
 
 
 # ops a device takes CPU tensors in (besides 0-dim ones, which every op takes): copies between the two,
@@ -137,6 +139,11 @@ class Simulator:
             aliases.add(r.device_type)
         self.aliases = frozenset(aliases)
         self.stats = Stats(self.target, self.name, "simulated")
+        # the audit's dtype truth (Matrix.resolve_call): dtypes the device cannot hold at all (a caveat on every op,
+        # MPS's float64), and ops whose data limits some dtypes; calls with them are judged by their dtypes
+        limits = [c for c in r.all_caveats() if c.kind in ("unsupported", "cpu") and not c.api]
+        self.unheld = frozenset(d for c in limits if c.op == "*" and c.kind == "unsupported" for d in c.dtypes)
+        self._dtype_limited = frozenset(c.op for c in limits if c.op != "*")
         self.chooser = Chooser(self._has, force_cpu=force_cpu, forbid=forbid, has_base=self._has_base)
         self.plans: dict[int, Plan] = {}  # id(OpOverload) -> its plan (as _calls)
         self._detours = detours(self.matrix)  # ops of the stand-in's path that the target's path never runs
@@ -186,8 +193,10 @@ class Simulator:
                                                              note, support_status)
         call = call_of(func)
         host = HOST_RESULTS.get(name, frozenset())
+        checked = kind != _MISSING and (name in self._dtype_limited or name.split(".")[0] in self._dtype_limited)
         plan = self.plans[id(func)] = Plan(kind, name, support_status, note, stat, name not in CROSS_DEVICE,
-                                             call if kind == _NATIVE and call.plain and not host else None, host)
+                                             call if kind == _NATIVE and call.plain and not host and not checked
+                                             and not self.unheld else None, host, checked)
         return plan
 
     def count_factory(self, func: Any) -> None:
@@ -203,6 +212,10 @@ class Simulator:
         plan = self.plans.get(id(func))
         if plan is None:
             plan = self._plan(func)
+        if (plan.dtype_checked or self.unheld) and plan.kind in (_NATIVE, _VENDOR_CPU):
+            judged = self._by_dtype(func, plan, args, kwargs)
+            if judged is not _AS_PLANNED:
+                return judged
         if plan.call is not None and self.runs_on == "wrapper":  # the common case, in one pass over the arguments
             plan.stat.calls += 1  # type: ignore[union-attr]
             return run_plain(func, plan.call, args, kwargs, plan.check_devices)
@@ -226,6 +239,33 @@ class Simulator:
         if own is not None and _reached_inside(own.inside, args, kwargs):
             return self._own_kernel(func, own, args, kwargs)
         return self._missing(func, plan, args, kwargs)
+
+    def _by_dtype(self, func: Any, plan: Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """A call judged by its dtypes as the audit judges it (Matrix.resolve_call): with a dtype the target cannot
+        hold or does not run for this op, it fails under --strict (naming the op, the dtype and the line), and
+        else runs on opaudit's CPU fallback, counted; with one the plugin sends to the CPU, on the vendor's
+        fallback. _AS_PLANNED where the dtypes change nothing."""
+        used = call_dtypes(func, args, kwargs)
+        if not used or (not plan.dtype_checked and self.unheld.isdisjoint(used)):
+            return _AS_PLANNED
+        support = self.matrix.resolve_call(plan.op, ("|".join(sorted(used)),))
+        if support.status == "cpu_fallback" and plan.kind == _NATIVE:
+            stat = self.stats.op(plan.op, "vendor_cpu", support.note, "cpu_fallback")
+            return self._vendor_cpu(func, Plan(_VENDOR_CPU, plan.op, "cpu_fallback", support.note, stat), args,
+                                    kwargs)
+        if support.status != "missing":
+            return _AS_PLANNED
+        line = user_line()
+        dtypes = ", ".join(sorted((used & self.unheld) or used))
+        if self.strict:
+            self.stats.errors.append(f"aten::{plan.op} with {dtypes} is missing on {self.target}"
+                                     + (f" (at {line})" if line else ""))
+            return self._fail(func, args, kwargs, SimulatedMissing(
+                f"aten::{plan.op} with {dtypes} does not run on {self.device_type} [simulated {self.target}: "
+                f"{support.note}" + (f"; called at {line}" if line else "") + "]"))
+        s = self.stats.op(plan.op, "cpu", support.note, "missing")
+        s.calls += 1
+        return self._fallback(func, "cpu", s, self.stats, args, kwargs)
 
     def _own_kernel(self, func: Any, detour: Detour, args: tuple, kwargs: dict[str, Any]) -> Any:
         """An op the target lacks, reached inside a composite the target registers itself (paths.py): the
@@ -371,6 +411,7 @@ class Simulator:
                 native.ext.set_device_count(self.device_count)
                 native.ext.set_device(0)
                 native.ext.set_policy(self.native_plan, self.handle)
+                native.ext.set_held_dtypes([getattr(torch, d) for d in sorted(self.unheld) if hasattr(torch, d)])
                 self.stats.refresh = self.sync_counts
             self._undo = enter_device(self)
             if self.runs_on == "native":
@@ -389,7 +430,7 @@ class Simulator:
         2: through ``handle``), whether a host tensor beside device tensors is an error, and the results its
         kernel makes on the host (a bit per result)."""
         plan = self.plans.get(id(func)) or self._plan(func)
-        in_cpp = plan.kind == _NATIVE and cpu_impl(func) is func
+        in_cpp = plan.kind == _NATIVE and cpu_impl(func) is func and not plan.dtype_checked
         return (1 if in_cpp else 2, plan.check_devices, sum(1 << i for i in plan.host_results))
 
     def sync_counts(self) -> None:
@@ -407,6 +448,7 @@ class Simulator:
                 plan.stat.calls += calls
 
     def _native_done(self) -> None:
+        native.ext.set_held_dtypes([])
         self.sync_counts()
         self.stats.refresh = None
         native.ext.set_policy(None, None)
@@ -521,3 +563,27 @@ def simulate(target: str, **options: Any) -> Iterator[Simulator]:
 def active() -> Simulator | None:
     """The simulation running in this process, if any."""
     return state.sim
+
+
+def call_dtypes(func: Any, args: tuple, kwargs: dict[str, Any]) -> frozenset[str]:
+    """The dtypes a call puts on the device, as the trace names them: its device tensors' and its dtype arguments';
+    a host tensor's where no dtype argument says what it becomes (a copy of a float64 host tensor to the device)."""
+    device: set[str] = set()
+    host: set[str] = set()
+    named: set[str] = set()
+
+    def visit(x: Any) -> None:
+        if isinstance(x, torch.Tensor):
+            if x.device.type != "cpu":
+                device.add(str(x.dtype).removeprefix("torch."))
+            elif x.dim() > 0:  # (a 0-dim host tensor, a Python number, goes into any op on every device)
+                host.add(str(x.dtype).removeprefix("torch."))
+        elif isinstance(x, torch.dtype):
+            named.add(str(x).removeprefix("torch."))
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                visit(v)
+
+    for v in (*args, *kwargs.values()):
+        visit(v)
+    return frozenset(device | named | (set() if named else host))

@@ -13,7 +13,7 @@ from functools import cache
 from opaudit.data import data_dir, tomllib
 
 FIELDS = ("title", "distribution", "env", "device_type", "dispatch_key", "package", "import_name", "module",
-          "lint_target")
+          "lint_target", "legacy_types")
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class Vendor:
     module: str | None = None  # the torch.cuda twin ("torch.npu")
     lint_target: str | None = None  # the rules/targets/ table that ports code to it
     env: tuple[str, ...] = ()  # the environment variables that steer it (shown by `opaudit doctor`)
+    legacy_types: bool = False  # it has typed tensor classes (torch.npu.FloatTensor): SOURCES.md#legacy-tensor-types
 
 
 @cache

@@ -84,7 +84,7 @@ def _compile(directory: str) -> None:
     from torch.utils.cpp_extension import load
 
     load(name=NAME, sources=[str(SOURCE)], build_directory=directory, extra_cflags=["-O1"],
-         is_python_module=False, verbose=False)
+         extra_include_paths=[str(cbuild.INCLUDE)], is_python_module=False, verbose=False)
 
 
 def _compile_in_child(directory: Path) -> None:
@@ -162,6 +162,12 @@ def active() -> bool:
     return _state.loaded is not None and "torch" in sys.modules and _module().hooks_installed()
 
 
+def bridged() -> list[tuple[str, str, int]]:
+    """(op, dtype, calls) of the calls the stand-in ran wide because the CPU kernel refuses their dtype
+    (opaudit/native/dtype_bridge.h), in this process so far."""
+    return [tuple(row) for row in _module().bridged()] if active() else []
+
+
 def reason() -> str | None:
     """Why the stand-in is not in place, where prepare() declined."""
     return _state.reason
@@ -210,6 +216,9 @@ def install() -> StandIn:
     from opaudit.tracing.device import cuda_target
 
     ext = _module()
+    from opaudit.matrix.cuda_dtypes import kernel_ops
+
+    ext.set_kernel_ops(kernel_ops())  # CUDA's dtypes that the CPU kernels refuse run wide (native/dtype_bridge.h)
     cuda = torch.cuda
     device_class = cuda.device  # a class torch's own code tests with isinstance (cuda._utils._get_device_index)
     answers = device.SimDevice("cuda")
@@ -255,10 +264,14 @@ def install() -> StandIn:
     from opaudit.matrix import load_matrix
 
     device.answer_as_cuda_build(load_matrix(target).release.torch, cuda)
+
     def pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
         return self
 
     torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign,assignment]
+    from opaudit.fallback import legacy  # torch.cuda.FloatTensor(n, 1) and the others, which the CPU build refuses
+
+    legacy.install({"cuda": (cuda, legacy.classes("cuda", "cuda", target, {"cuda"}))})
     torch._C._set_multithreading_enabled(False)
     _kernels_without_cpu()
     if torch.distributed.is_available():

@@ -19,6 +19,9 @@
 // that calls one with a CUDA device fails: copy_ is registered here for that reason).
 #include <torch/extension.h>
 
+#include "dtype_bridge.h"
+#include "host_alias.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -157,14 +160,7 @@ C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::kCUDA, HostTimer);
 }  // namespace c10d
 namespace {
 
-at::Tensor as_cpu(const at::Tensor& t, bool resizable = false) {
-  if (!t.defined() || t.device().type() != kDev) return t;
-  const auto& st = t.storage();
-  auto maker = at::for_blob(const_cast<void*>(st.data()), t.sizes());
-  maker.strides(t.strides()).storage_offset(t.storage_offset()).options(t.options().device(at::kCPU));
-  if (resizable) maker.resizeable_storage().allocator(c10::GetCPUAllocator());
-  return maker.make_tensor();
-}
+at::Tensor as_cpu(const at::Tensor& t, bool resizable = false) { return opaudit_host::alias(t, kDev, resizable); }
 
 const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size, std::optional<at::MemoryFormat> fmt) {
   c10::DeviceGuard g(self.device());
@@ -307,7 +303,7 @@ void boxed(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack
       v = c10::Device(at::kCPU);
     }
   }
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  opaudit_bridge::run_cpu(op, stack, c10::DispatchKeySet(c10::DispatchKey::CPU));
   for (const auto& a : args)
     if (a.cpu.unsafeGetTensorImpl()->storage().resizable()) sync_back(a.dev, a.cpu, a.data);
   const size_t nrets = schema.returns().size();
@@ -347,6 +343,10 @@ TORCH_LIBRARY_IMPL(aten, CUDA, m) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("fallback_calls", [] { return fallback_calls.load(); }, "Ops run by the boxed CPU kernel.");
+  m.def("set_kernel_ops", &opaudit_bridge::set_kernel_ops,
+        "The ops whose CPU kernel refuses a CUDA call in words of its own (cuda_dtypes.toml [[kernel]]).");
+  m.def("bridged", &opaudit_bridge::bridged_counts,
+        "(op, dtype, calls) of the calls whose dtype the CPU kernel refused, run wide and cast back (dtype_bridge.h).");
   m.def("memory_allocated", [] { return live_bytes.load(); });
   m.def("max_memory_allocated", [] { return peak_bytes.load(); });
   m.def("reset_peak", [] { peak_bytes = live_bytes.load(); });

@@ -77,3 +77,31 @@ def simulated_meta(sim: Simulator | StandIn | None) -> dict[str, Any] | None:
     if sim is None:
         return None
     return {"target": sim.target, "name": sim.name, "engine": getattr(sim, "engine", "simulator")}
+
+
+def bridged_calls() -> dict[tuple[str, str], int]:
+    """{(op, dtype): calls} that this process's device over host memory (the CUDA stand-in, or the rehearsal's C++
+    device) ran wide because the CPU kernel refuses the dtype CUDA runs (opaudit/native/dtype_bridge.h)."""
+    from opaudit import standin
+
+    rows = standin.bridged()
+    if not rows:
+        from opaudit.fallback import native
+
+        rows = [tuple(r) for r in native.ext.bridged()] if native.ext is not None else []
+    return {(op, _C10_DTYPES.get(dtype, dtype)): n for op, dtype, n in rows}
+
+
+# c10's names of the dtypes (ScalarType) as torch names them
+_C10_DTYPES = {"Half": "float16", "BFloat16": "bfloat16", "Float": "float32", "Double": "float64",
+               "ComplexHalf": "complex32", "ComplexFloat": "complex64", "ComplexDouble": "complex128",
+               "Byte": "uint8", "Char": "int8", "Short": "int16", "Int": "int32", "Long": "int64", "Bool": "bool"}
+
+
+def bridged_since(before: dict[tuple[str, str], int]) -> dict[str, dict[str, int]]:
+    """What TraceMeta.simulated["bridged"] records: {op: {dtype: calls}} run wide since ``before``."""
+    out: dict[str, dict[str, int]] = {}
+    for (op, dtype), n in sorted(bridged_calls().items()):
+        if n > before.get((op, dtype), 0):
+            out.setdefault(op, {})[dtype] = n - before.get((op, dtype), 0)
+    return out

@@ -106,6 +106,7 @@ class Recording:
         self.progress = progress
         self.stopped: str | None = None
         self.started = time.perf_counter()
+        self.bridged_before: dict[tuple[str, str], int] = {}  # the device's wide calls before (device.bridged_calls)
         self.ended: float | None = None
         self._limit = _TICK if max_ops is None else min(_TICK, max_ops)
 
@@ -591,7 +592,6 @@ def recording(rec: Recording, note: Callable[[str], None] | None = None) -> Iter
     CompositeImplicitAutograd functions the model calls (apis.py) watched. The recorder is the C++ one where it
     can run (native.py), else the Python dispatch mode; ``note(text)`` hears of its first build."""
     from opaudit.tracing import native
-
     watch = ChoiceWatch(rec.choice)
     apis = ApiWatch(rec)
     ext, why = (None, "asked for the Python recorder") if rec.python_only else native.usable(note)

@@ -18,7 +18,7 @@ from opaudit.errors import OpauditError, UserCodeError, describe_exception, user
 from opaudit.tracing.attribution import source_locator
 from opaudit.tracing.autocast import AMP_DTYPES, CudaAutocast
 from opaudit.tracing.default_device import default_device
-from opaudit.tracing.device import check_device, on_device, simulated_meta
+from opaudit.tracing.device import bridged_calls, bridged_since, check_device, on_device, simulated_meta
 from opaudit.tracing.modes import MODES, prepare, twin
 from opaudit.tracing.recorder import Recording, TraceStopped, recording
 from opaudit.tracing.scalars import ScalarOracle, UserOracle
@@ -32,6 +32,8 @@ def build_trace(rec: Recording, *, mode: str, mode_reason: str, train: bool, ste
                 device: str | None = None, simulated: dict | None = None) -> Trace:
     records, modules, sources = rec.records()
     seen = {r.phase for r in records}
+    if simulated is not None:  # the calls the device ran wide (CUDA's dtypes that the CPU kernels refuse)
+        simulated = {**simulated, "bridged": bridged_since(rec.bridged_before)}
     meta = TraceMeta(
         opaudit_version=opaudit.__version__,
         torch_version=torch.__version__,
@@ -88,6 +90,8 @@ class Recorder:
         self._trace: Trace | None = None
 
     def __enter__(self) -> Recorder:
+        if self.recording.split_host:  # on a device: what it ran wide before (device.bridged_calls)
+            self.recording.bridged_before = bridged_calls()
         self._ctx = recording(self.recording)
         self._ctx.__enter__()
         return self
@@ -317,6 +321,7 @@ def _trace(prepared: Any, *, train: bool, steps: int, loss_fn, optimizer, amp: s
             if autocast is not None:
                 autocast.install()
             try:
+                rec.bridged_before = bridged_calls() if simulated is not None else {}
                 with recording(rec):
                     if not train:
                         stage = "the forward pass"

@@ -7,8 +7,6 @@ import hashlib
 import json
 import shutil
 import subprocess
-import tarfile
-from pathlib import Path
 
 import jsonschema
 import pytest

@@ -1,0 +1,48 @@
+"""One dtype truth: a rehearsal judges each call's dtypes as the audit does (Matrix.resolve_call), so a program the
+audit says fails on a target for a dtype fails its strict rehearsal there, naming the op, the dtype and the line,
+and runs (its calls counted on opaudit's fallback) without --strict."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import FIXTURES, run_cli
+
+import opaudit
+
+SCRIPT = FIXTURES / "scripts" / "float64_stats.py"
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    out = tmp_path_factory.mktemp("t") / "t.json"
+    code, _, err = run_cli("trace", "-q", "--no-audit", "--json", str(out), "--", str(SCRIPT))
+    assert code == 0, err[-2000:]
+    return opaudit.load_trace(str(out))
+
+
+@pytest.mark.parametrize("target", ["mps", "ascend"])
+def test_the_audit_and_the_strict_rehearsal_agree(trace, target, tmp_path):
+    audit = opaudit.audit(trace, [target])
+    verdict = audit.verdict(target)
+    missing = audit.frame[(audit.frame.target == verdict.target) & (audit.frame.status == "missing")]
+    code, _, err = run_cli("run", "--simulate", target, "--strict", "--", str(SCRIPT), cwd=tmp_path)
+    if target == "mps":
+        assert verdict.summary.startswith("fails") and len(missing) and all("float64" in n for n in missing.note)
+        assert code == 3, err[-2000:]
+        assert "with float64 does not run on mps" in err and f"{SCRIPT}:6" in err  # torch.zeros(..., float64)
+    else:
+        assert not verdict.summary.startswith("fails") and not len(missing)
+        assert code == 0, err[-2000:]
+
+
+def test_without_strict_the_calls_fall_back_and_are_counted(tmp_path):
+    stats = tmp_path / "stats.json"
+    code, out, err = run_cli("run", "--simulate", "mps", "--stats", str(stats), "--", str(SCRIPT), cwd=tmp_path)
+    assert code == 0, err[-2000:]
+    assert "stats tensor(" in out
+    data = json.loads(stats.read_text())
+    cpu = [o for o in data["ops"] if o["path"] == "cpu"]
+    assert cpu and all("float64" in o["reason"] for o in cpu)
+    assert any(o["op"].startswith("add") for o in cpu)  # running += ... in float64
