@@ -11,6 +11,7 @@ import typer
 from opaudit.cli.console import err, user_errors, warn
 from opaudit.cli.options import (
     EXIT_FINDINGS,
+    TYPED_NAMES,
     Exclude,
     ExtendSelect,
     ForceExclude,
@@ -32,7 +33,8 @@ from opaudit.errors import InputError
 def lint(
     paths: SourcePaths = None,
     target: Annotated[str | None, typer.Option("--target", "-t", help="Whose replacements to show: ascend, cambricon, "
-                                               "biren, musa, xpu, mps, rocm, neutral (default: neutral).")] = None,
+                                               "biren, musa, xpu, mps, rocm, neutral (default: neutral). "
+                                               + TYPED_NAMES)] = None,
     select: Select = None,
     extend_select: ExtendSelect = None,
     ignore: Ignore = None,
@@ -74,7 +76,7 @@ def lint(
 def fix(
     paths: SourcePaths = None,
     target: Annotated[str | None, typer.Option("--target", "-t", help="The device to port to: ascend, cambricon, "
-                                               "biren, musa, xpu, mps, rocm or neutral.")] = None,
+                                               "biren, musa, xpu, mps, rocm or neutral. " + TYPED_NAMES)] = None,
     diff: Annotated[bool, typer.Option("--diff", help="Print the changes as a unified diff; write nothing.")] = False,
     unsafe_fixes: Annotated[bool | None, typer.Option("--unsafe-fixes/--no-unsafe-fixes", help="Also apply fixes "
                                                       "matched by syntax or with a small change of meaning.")] = None,

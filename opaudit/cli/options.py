@@ -62,8 +62,11 @@ EXIT_FINDINGS = 1  # lint: findings remain; fix --diff: there are changes to mak
 
 # -- what to check a trace against, and where the reports go: scan, trace, report ----------------------------
 
+TYPED_NAMES = ("Names users type work in every command: npu = ascend, mlu = cambricon, supa or br = biren, "
+               "gcu = enflame, tpu = xla (coverage_db/curated/vendors.toml).")
 TARGET_HELP = ("Target to check (repeatable): vendor, vendor@release, a matrix file, or 'all' (every release). "
-               "Default: the newest published release of every vendor.")  # zoo's --target takes no matrix file
+               "Default: the newest published release of every vendor. " + TYPED_NAMES)
+# (zoo's --target takes no matrix file)
 FAIL_ON_HELP = ("Exit with 1 (after writing the reports) when a selected target has an op at this level or a worse "
                 "one. Levels, worst first: missing, version_skew, unknown, cpu_fallback, composite. --fail-on X "
                 "fails on X and on every level before it: --fail-on unknown fails on unknown, version_skew and "

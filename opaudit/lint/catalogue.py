@@ -206,17 +206,44 @@ def target_names() -> list[str]:
     return sorted(p.stem for p in (data_dir("rules") / "targets").glob("*.toml"))
 
 
-@cache
-def load_target(name: str) -> Target:
-    """A target of rules/targets/ by name: ascend, cambricon, biren, musa, xpu, mps, rocm, neutral."""
+def lint_target_name(name: str) -> str:
+    """The rules/targets/ table a name users type stands for: its own name, or the vendor's (``npu`` -> ``ascend``,
+    ``mlu`` -> ``cambricon``: coverage_db/curated/vendors.toml ``names``, one vocabulary for every command)."""
+    from opaudit.matrix.vendors import canonical
+
     key = name.strip().lower()
+    return key if key in target_names() else canonical(key)
+
+
+def _typed_lint() -> dict[str, list[str]]:
+    from opaudit.matrix.vendors import typed_names
+
+    return {v: n for v, n in typed_names().items() if v in target_names()}
+
+
+def load_target(name: str) -> Target:
+    """A target of rules/targets/ by name: ascend, cambricon, biren, musa, xpu, mps, rocm, neutral (or a name
+    users type for one: npu, mlu, supa)."""
+    return _load_target(lint_target_name(name))
+
+
+@cache
+def _load_target(key: str) -> Target:
+    name = key
     if key not in target_names():
         import difflib
 
+        from opaudit.matrix.vendors import vendors
+
+        known = vendors().get(key)
+        if known is not None:  # a vendor of coverage_db without a porting table
+            raise InputError(f"{known.title} has no lint table (the audit knows it: opaudit scan -t {key})",
+                             hint="lint targets: " + ", ".join(target_names()))
         close = difflib.get_close_matches(key, target_names(), n=3)
         raise InputError(f"unknown lint target {name!r}",
                          hint=("did you mean " + ", ".join(close) + "? " if close else "")
-                         + "targets: " + ", ".join(target_names()))
+                         + "targets: " + ", ".join(target_names()) + "; also typed as: "
+                         + "; ".join(f"{', '.join(n)} = {v}" for v, n in sorted(_typed_lint().items())))
     d = dict(load_toml("rules", f"targets/{key}.toml"))
     api = {}
     for q, v in d.pop("api", {}).items():

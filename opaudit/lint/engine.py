@@ -36,7 +36,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 import opaudit.lint.rules  # noqa: F401 (the rule families register their handlers with the walk)
 from opaudit.errors import InputError
 from opaudit.files import write_atomic
-from opaudit.lint.catalogue import Catalogue, Target, load_catalogue, load_target
+from opaudit.lint.catalogue import Catalogue, Target, lint_target_name, load_catalogue, load_target
 from opaudit.lint.findings import FileResult, Finding
 from opaudit.lint.walk import FileCheck, Plan, Report, node_code
 from opaudit.lint.walk import dotted as _dotted
@@ -65,6 +65,10 @@ class Settings:
     respect_gitignore: bool = True
     force_exclude: bool = False  # the exclusions apply to files named on the command line too
     guarded_import: bool = False  # fix adds the target's package as try: import ... except ImportError: pass
+
+    def __post_init__(self) -> None:
+        # the names users type (npu, mlu, supa) name the table they stand for, in every view of the settings
+        object.__setattr__(self, "target", lint_target_name(self.target))
 
     def resolved(self) -> tuple[Target, Catalogue, frozenset[str]]:
         return _resolve(self)

@@ -17,6 +17,7 @@ from opaudit.data import data_dir, tomllib
 from opaudit.errors import InputError
 from opaudit.matrix.release import Release
 from opaudit.matrix.torchops import TorchOps, load_torch_ops, minor
+from opaudit.matrix.vendors import canonical, typed_names
 
 
 @dataclass(frozen=True)
@@ -73,12 +74,12 @@ class Database:
     def find(self, target: str) -> Entry:
         """The release ``target`` names; a clear error listing close matches when none does."""
         vendor, _, name = target.strip().partition("@")
-        vendor = vendor.lower()
+        vendor = canonical(vendor)  # the names users type: npu, mlu, supa, gcu, tpu (vendors.toml)
         if vendor not in self.by_vendor:
             close = difflib.get_close_matches(vendor, self.vendors, n=3, cutoff=0.5)
             raise InputError(f"unknown target vendor {vendor!r}",
                              hint=(f"did you mean {', '.join(close)}? " if close else "")
-                             + f"vendors: {', '.join(self.vendors)}")
+                             + f"vendors: {', '.join(self.vendors)}; also typed as: {_typed()}")
         rels = self.by_vendor[vendor]
         if not name:
             return self.newest(vendor)
@@ -110,6 +111,10 @@ class Database:
 
     def _torch_versions(self) -> list[str]:
         return sorted(p.name[len("ops-"):-len(".tsv")] for p in (self.root / "pytorch").glob("ops-*.tsv"))
+
+
+def _typed() -> str:
+    return "; ".join(f"{', '.join(names)} = {v}" for v, names in sorted(typed_names().items()))
 
 
 def _prefer_installed_torch(entries: list[Entry]) -> Entry:
