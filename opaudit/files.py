@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from opaudit.errors import OutputError
+from opaudit.errors import InputError, OutputError
 
 
 def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> Path:
@@ -35,16 +35,25 @@ def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> Path:
 
 
 def check_writable(path: str | os.PathLike[str]) -> None:
-    """Fail early (before a long trace) when ``path`` cannot be written: a directory, or an unwritable folder."""
+    """Refuse (InputError, exit 2: before a long trace) an output path that cannot be written: a directory, a
+    device file or other non-regular file, or a folder in which no file can be made (tried for real, so a
+    read-only mount or a virtual file system such as /proc is refused too, for root as well)."""
     path = Path(path)
     if path.is_dir():
-        raise OutputError(f"cannot write {path}: it is a directory")
+        raise InputError(f"cannot write {path}: it is a directory")
+    if path.exists() and not path.is_file():
+        raise InputError(f"cannot write {path}: it is not a regular file (a device, a pipe or a socket)")
     parent = path.parent if str(path.parent) else Path(".")
     existing = parent
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise OutputError(f"cannot write {path}: {existing} is not a writable folder")
+        raise InputError(f"cannot write {path}: {existing} is not a writable folder")
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".opaudit-probe-"):
+            pass
+    except OSError as e:
+        raise InputError(f"cannot write {path}: no file can be made in {existing} ({e.strerror or e})") from None
 
 
 def _umask() -> int:

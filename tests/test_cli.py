@@ -107,7 +107,7 @@ def test_unwritable_output(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     code, _, err = run_cli("scan", "examples/model.py", "-q", "--json", str(blocker / "t.json"))
-    assert code == 4 and "cannot write" in err
+    assert code == 2 and "cannot write" in err and "mode:" not in err  # refused before the model ran
     _no_traceback(err)
 
 

@@ -67,7 +67,11 @@ def test_bad_target_and_unwritable_output_fail_before_tracing(tmp_path):
     assert code == 2 and "unknown target vendor 'ascnd'" in err and "ascend" in err
     assert "mode:" not in err and out == ""  # refused before the model was traced
     code, _, err = run_cli("scan", "examples/model.py", "--html", str(tmp_path))
-    assert code == 4 and "is a directory" in err and "mode:" not in err
+    assert code == 2 and "is a directory" in err and "mode:" not in err
+    code, _, err = run_cli("scan", "examples/model.py", "--html", "/proc/x.html")  # a folder no file can be made in
+    assert code == 2 and "cannot write /proc/x.html" in err and "mode:" not in err
+    code, _, err = run_cli("scan", "examples/model.py", "--json", "/dev/null")  # a device file
+    assert code == 2 and "not a regular file" in err and "mode:" not in err
     code, _, err = run_cli("scan", "examples/model.py", "--no-audit", "-t", "cuda")
     assert code == 2 and "--no-audit" in err
     code, _, err = run_cli("scan", "examples/model.py", "--no-audit", "--lint", "examples")  # lint goes in the report

@@ -142,7 +142,7 @@ def fix(
             err.print(f"{changed} file{'s' if changed != 1 else ''} would be changed", markup=False, highlight=False)
         elif changed and paths != ["-"]:
             err.print(f"{changed} file{'s' if changed != 1 else ''} changed", markup=False, highlight=False)
-        if (diff and changed) or ((remaining or errors) and not diff):
+        if (diff and changed) or errors or (remaining and not diff):  # a file not checked fails --diff too
             raise typer.Exit(EXIT_FINDINGS)
 
 

@@ -375,7 +375,7 @@ def _syntax_error(source: bytes, path: str, e: cst.ParserSyntaxError) -> str:
     try:
         compile(source, path, "exec", dont_inherit=True)
     except SyntaxError as py:
-        return f"{path}:{py.lineno}:{py.offset or 1}: does not parse: {py.msg}"
+        return f"{path}:{py.lineno or 1}:{py.offset or 1}: does not parse: {py.msg}"
     except ValueError:
         pass
     return f"{path}:{e.raw_line}:{e.raw_column + 1}: does not parse: {e.message}"
@@ -399,13 +399,16 @@ def _run(source: bytes, settings: Settings, path: str, *, fix: bool) -> FileResu
         if fix:
             result.new = source
         return result
+    if b"\0" in source:  # a binary file (or a source with a NUL byte, which Python refuses too)
+        result.error = f"{path}: not checked: it holds a NUL byte (a binary file?), which no Python source may"
+        return result
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as e:
         result.error = _syntax_error(source, path, e)
         return result
-    except (UnicodeDecodeError, LookupError) as e:
-        result.error = f"{path}: cannot be decoded: {e}"
+    except (UnicodeDecodeError, LookupError, SyntaxError) as e:  # (SyntaxError: a bad coding declaration)
+        result.error = f"{path}: not checked: it cannot be decoded as Python source ({getattr(e, 'msg', e)})"
         return result
     text = source.decode(module.encoding)
     if text.startswith("\ufeff"):

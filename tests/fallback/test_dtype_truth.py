@@ -46,3 +46,36 @@ def test_without_strict_the_calls_fall_back_and_are_counted(tmp_path):
     cpu = [o for o in data["ops"] if o["path"] == "cpu"]
     assert cpu and all("float64" in o["reason"] for o in cpu)
     assert any(o["op"].startswith("add") for o in cpu)  # running += ... in float64
+
+
+PROGRAMS = {
+    "train_cuda": (FIXTURES.parent.parent / "examples" / "train_cuda.py",
+                   ["--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4"]),
+    "lm-bf16-fused": (FIXTURES / "scripts" / "cuda_bf16_fused.py", []),
+    "float64-stats": (SCRIPT, []),
+}
+
+
+@pytest.fixture(scope="module")
+def program_traces(tmp_path_factory):
+    out = {}
+    for name, (script, args) in PROGRAMS.items():
+        path = tmp_path_factory.mktemp(name) / "t.json"
+        code, _, err = run_cli("trace", "-q", "--no-audit", "--json", str(path), "--", str(script), *args,
+                               cwd=path.parent)
+        assert code == 0, err[-2000:]
+        out[name] = opaudit.load_trace(str(path))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_the_verdict_and_the_strict_rehearsal_agree_on_every_target(program_traces, name, tmp_path):
+    """Differential: for each program and target, the audit says it fails exactly where the strict rehearsal stops."""
+    script, args = PROGRAMS[name]
+    audit = opaudit.audit(program_traces[name], ["ascend", "musa", "mps"])
+    for target in ("ascend", "musa", "mps"):
+        verdict = audit.verdict(target)
+        code, _, err = run_cli("run", "--simulate", target, "--strict", "--", str(script), *args, cwd=tmp_path)
+        fails = verdict.verdict == "fails"
+        assert (code == 3) == fails, (name, target, verdict.summary, err[-1500:])
+        assert code in (0, 3), err[-1500:]
