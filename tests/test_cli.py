@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
-from helpers import FIXTURES, run_cli
+from helpers import FIXTURES, ROOT, run_cli
 
 MODELS = FIXTURES / "models"
 SCRIPTS = FIXTURES / "scripts"
@@ -210,3 +212,37 @@ def test_the_bundled_cuda_training_script_traces_its_cuda_path_on_a_cpu(tmp_path
     meta = json.loads(out_json.read_text())["meta"]
     # on the CPU the script steps AdamW on the CPU: the single-tensor loop, which the trace flags
     assert meta["device"] == "cpu" and any("single-tensor loop" in w for w in meta["warnings"])
+
+
+def test_files_lint_cannot_read_are_reported_not_crashed_on(tmp_path):
+    """A binary file, a file with a NUL byte or a bad coding declaration: one line each, exit 1; fix --diff of a
+    file that does not parse fails too (it could not be checked)."""
+    (tmp_path / "blob.py").write_bytes(b"\x7fELF\x00\x01 cuda \x00" + bytes(range(256)))
+    (tmp_path / "nul.py").write_bytes(b"x = 1\x00\nx.cuda()\n")
+    (tmp_path / "latin.py").write_bytes(b"\xff\xfe cuda\n")
+    (tmp_path / "broken.py").write_text("def f(:\n    x.cuda()\n")
+    code, out, err = run_cli("lint", str(tmp_path))
+    assert code == 1, err
+    text = out + err
+    assert "blob.py: not checked: it holds a NUL byte" in text and "nul.py: not checked" in text
+    assert "latin.py: not checked: it cannot be decoded" in text and "broken.py:1:" in text
+    assert "None" not in text and "internal error" not in text
+    code, out, err = run_cli("fix", "--diff", "-t", "ascend", str(tmp_path / "broken.py"))
+    assert code == 1 and "does not parse" in out + err
+
+
+def test_a_spec_whose_library_is_missing_names_the_extra(tmp_path):
+    code = ("import sys; sys.modules['transformers'] = None\n"
+            "from opaudit.cli import main\n"
+            "main(['scan', 'hf:bert', '-q'])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "hf:bert: transformers is not installed" in done.stderr and "opaudit[hf]" in done.stderr
+    _no_traceback(done.stderr)
+
+
+def test_a_zoo_in_which_every_model_failed_fails(tmp_path):
+    code, out, err = run_cli("zoo", str(ROOT / "tests" / "fixtures" / "models" / "raises.py"), "--no-cache",
+                             "--out", str(tmp_path / "zoo"), cwd=tmp_path)
+    assert code == 3 and "every model failed (1)" in err
+    assert (tmp_path / "zoo" / "zoo.csv").is_file()  # the reports are written first

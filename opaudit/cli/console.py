@@ -12,8 +12,8 @@ from rich.console import Console
 
 from opaudit.errors import OpauditError
 
-out = Console()
-err = Console(stderr=True)
+out = Console(emoji=False)  # hf:llama:CausalLM is a spec, not ":llama:"
+err = Console(stderr=True, emoji=False)
 PARTIAL_DEFAULT = "opaudit-trace.partial.json"
 
 

@@ -107,8 +107,9 @@ class AuditOptions:
         pairs = (("html", self.html), ("csv", self.csv), ("markdown", self.markdown), ("json", self.audit_json))
         return {fmt: p for fmt, p in pairs if p is not None}
 
-    def check(self) -> None:
-        """Before a long trace: the targets exist and every output can be written."""
+    def check(self, trace_json: Path | None = None) -> None:
+        """Before a long trace: the targets exist and every output (``trace_json``, the trace's own, too) can be
+        written."""
         from opaudit.matrix import load_matrix
         from opaudit.report import check_writable
 
@@ -119,7 +120,7 @@ class AuditOptions:
                 load_matrix(t)
         for m in self.matrices or []:
             load_matrix(str(m))
-        for path in self.outputs().values():
+        for path in [*self.outputs().values(), *([trace_json] if trace_json is not None else [])]:
             check_writable(path)
         for path in self.lint or []:
             if not path.exists():

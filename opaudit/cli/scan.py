@@ -74,7 +74,7 @@ def scan(
 
     opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json, lint_paths)
     with user_errors(json_path):
-        opts.check()
+        opts.check(json_path)
         spec = load_spec(model)
 
         def said(chosen: str, reason: str) -> None:
@@ -118,7 +118,7 @@ def trace(
     args = list(ctx.args)
     opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json, lint_paths)
     with user_errors(json_path):
-        opts.check()
+        opts.check(json_path)
         if not args:
             raise OpauditError("no script given", hint="opaudit trace -- train.py --its --own --args")
         with progress() as counter:

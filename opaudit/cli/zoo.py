@@ -10,7 +10,7 @@ import typer
 
 from opaudit.cli.console import err, out, print_lines, user_errors
 from opaudit.cli.options import Device, Mode, ModelDevice, TraceMode, Train
-from opaudit.errors import OpauditError
+from opaudit.errors import OpauditError, UserCodeError
 
 
 class Executor(str, Enum):
@@ -84,3 +84,7 @@ def zoo(
         written = report.write_outputs(result, out_dir)
         print_lines(out, report.summary(result))
         err.print(f"written: {', '.join(str(p) for p in written)}", style="green")
+        if result.records and len(result.failed) == len(result.records):  # nothing was traced: not a success
+            raise UserCodeError(f"every model failed ({len(result.records)}): see the reasons above and in "
+                                f"{out_dir or 'the zoo folder'}",
+                                hint="opaudit scan SPEC shows one model's error in full")

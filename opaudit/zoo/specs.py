@@ -101,10 +101,19 @@ def load_spec(spec: str, *, build: bool = True) -> Named:
     """Resolve ``spec``. ``build=False`` stops at the configuration (cheap: what a cache key needs);
     a model file is then hashed, not imported."""
     if spec.startswith("hf:"):
+        _require(spec, "transformers", "hf")
         return _hf(spec, build)
     if spec.startswith("diffusers:"):
         return _diffusers(spec, build)
     return _file(spec, build)
+
+
+def _require(spec: str, module: str, extra: str) -> None:
+    """One line naming the extra that installs a spec's library (exit 2), not an import error."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise InputError(f"{spec}: {module} is not installed", hint=f"pip install 'opaudit[{extra}]'")
 
 
 # -- model files -----------------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ def test_the_audit_and_the_strict_rehearsal_agree(trace, target, tmp_path):
     if target == "mps":
         assert verdict.summary.startswith("fails") and len(missing) and all("float64" in n for n in missing.note)
         assert code == 3, err[-2000:]
-        assert "with float64 does not run on mps" in err and f"{SCRIPT}:6" in err  # torch.zeros(..., float64)
+        line = next(n for n, text in enumerate(SCRIPT.read_text().splitlines(), 1) if "torch.zeros(" in text)
+        assert "with float64 does not run on mps" in err and f"{SCRIPT}:{line}" in err  # torch.zeros(..., float64)
     else:
         assert not verdict.summary.startswith("fails") and not len(missing)
         assert code == 0, err[-2000:]
