@@ -32,8 +32,8 @@ def _verdict_text(v: Verdict) -> Text:
 
 def _where(modules: tuple[str, ...], sources: tuple[str, ...]) -> str:
     parts = []
-    if modules:
-        parts.append(modules[0] + (f" +{len(modules) - 1}" if len(modules) > 1 else ""))
+    if modules:  # "" is the model itself (or no module: a loss, an optimizer step)
+        parts.append((modules[0] or "(top level)") + (f" +{len(modules) - 1}" if len(modules) > 1 else ""))
     if sources:
         parts.append(sources[0] + (f" +{len(sources) - 1}" if len(sources) > 1 else ""))
     return " · ".join(parts)
@@ -96,15 +96,22 @@ def render_audit(a: Audit, console: Console, *, top: int = 12) -> None:
         o = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title_justify="left",
                   title=f"Oldest release that runs it ({len(a.verdicts)} releases checked)")
         o.add_column("vendor", no_wrap=True)
-        o.add_column("natively", overflow="fold")
-        o.add_column("with CPU fallback", overflow="fold")
-        o.add_column("releases that run it", justify="right", no_wrap=True)
-        o.add_column("PyTorch too old", overflow="fold")
+        o.add_column("natively")
+        o.add_column("with CPU fallback")
+        o.add_column("run it", justify="right", no_wrap=True)
+        o.add_column("PyTorch too old")
+        asked = {v.vendor for v in a.selected_verdicts}  # the vendors of the targets asked for (all by default)
+
+        def release(vendor: str, target: str | None) -> Text | str:
+            # the row names the vendor: a release alone fits 80 columns, and wraps whole, never mid-name
+            return target.removeprefix(f"{vendor}@") if target else Text("none", style="red")
+
         for vendor, rels in a.landscape().items():
+            if vendor not in asked:
+                continue
             n = sum(v.runs for v in rels)
-            o.add_row(vendor, oldest[vendor]["native"] or Text("none", style="red"),
-                      oldest[vendor]["runs"] or Text("none", style="red"), f"{n}/{len(rels)}",
-                      Text(skew_span(oldest[vendor]["version_skew"]), style="magenta"))
+            o.add_row(vendor, release(vendor, oldest[vendor]["native"]), release(vendor, oldest[vendor]["runs"]),
+                      f"{n}/{len(rels)}", Text(skew_span(oldest[vendor]["version_skew"]), style="magenta"))
         console.print(o)
 
 

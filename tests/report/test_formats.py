@@ -98,7 +98,7 @@ def test_reports_are_written_atomically_or_not_at_all(resnet_audit, tmp_path):
     blocked.mkdir()
     with pytest.raises(opaudit.OpauditError) as e:
         write_reports(a, {"markdown": str(keep), "html": str(blocked)})
-    assert e.value.exit_code == 4 and "is a directory" in e.value.message
+    assert e.value.exit_code == 2 and "is a directory" in e.value.message  # refused up front: bad input
     assert keep.read_text() == "the previous report\n"  # checked before anything was written
     written = write_reports(a, {"markdown": str(keep), "csv": str(tmp_path / "new" / "audit.csv")})
     assert keep.read_text().startswith("### opaudit") and len(written) == 2
