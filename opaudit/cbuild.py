@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 MARKER = "built.json"
+FAILED = "failed.json"  # a build that failed: not tried again for the same key (the same source, torch, compiler)
 _KEEP = {".lock", MARKER}
 
 
@@ -81,11 +82,11 @@ class Part:
 
 _HERE = Path(__file__).resolve().parent
 INCLUDE = _HERE / "native"  # the headers the parts share
-_SHARED = (INCLUDE / "dtype_bridge.h", INCLUDE / "host_alias.h")
+_SHARED = (INCLUDE / "dtype_bridge.h", INCLUDE / "host_alias.h", INCLUDE / "torch_compat.h")
 STAND_IN = Part("opaudit_cuda_stand_in", _HERE / "standin" / "cuda.cpp", "cuda-stand-in", "OPAUDIT_CUDA_STAND_IN_BUILD",
                 "opaudit's CUDA stand-in", 20, _SHARED)
 TRACER = Part("opaudit_tracer", _HERE / "tracing" / "recorder.cpp", "tracer", "OPAUDIT_TRACER_BUILD",
-              "the tracer's C++ recorder", 30)
+              "the tracer's C++ recorder", 30, (INCLUDE / "torch_compat.h",))
 REHEARSAL_DEVICE = Part("opaudit_rehearsal_device", _HERE / "fallback" / "device.cpp", "rehearsal-device",
                         "OPAUDIT_REHEARSAL_DEVICE_BUILD", "the rehearsal's C++ device", 30, _SHARED)
 PARTS = (STAND_IN, TRACER, REHEARSAL_DEVICE)
@@ -153,6 +154,9 @@ def build(part: Part, compile_into: Callable[[Path], Any],
     lib = part.library()
     if part.built() is not None:
         return lib, None
+    failed = directory / FAILED
+    if failed.is_file():  # this torch installation cannot build it: said once, then not tried on every command
+        raise RuntimeError(f"{_failure(failed)} (an earlier build failed; remove {directory} to try again)")
     with _locked(directory):
         if part.built() is not None:  # another process built it while this one waited
             return lib, None
@@ -161,7 +165,11 @@ def build(part: Part, compile_into: Callable[[Path], Any],
                 shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
         _say(note, _first_build_line(part, directory))
         start = time.monotonic()
-        made = compile_into(directory)
+        try:
+            made = compile_into(directory)
+        except RuntimeError as e:
+            failed.write_text(json.dumps({"error": str(e), "install": install()}, indent=1), encoding="utf-8")
+            raise
         if not lib.is_file():
             raise RuntimeError(f"building {part.what} made no {lib.name}")
         record = {"key": part.key(), "install": install(), "seconds": round(time.monotonic() - start, 1),
@@ -170,6 +178,13 @@ def build(part: Part, compile_into: Callable[[Path], Any],
         tmp.write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
         os.replace(tmp, directory / MARKER)
     return lib, made
+
+
+def _failure(path: Path) -> str:
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["error"])
+    except (OSError, ValueError, KeyError):
+        return "the build failed"
 
 
 def compile_extension(part: Part, directory: Path, python_module: bool = True) -> Any:

@@ -88,7 +88,10 @@ def test_a_build_counts_once_finished(tmp_path, monkeypatch, capsys):
     assert cbuild.build(part, compile_into) == (part.library(), None) and len(calls) == 1
     assert capsys.readouterr().err == ""
 
+    tries = []
+
     def fails(directory: Path) -> None:
+        tries.append(directory)
         raise RuntimeError("the compiler said no")
 
     source.write_text("// another part\n")  # a changed source is another key, another folder
@@ -97,6 +100,10 @@ def test_a_build_counts_once_finished(tmp_path, monkeypatch, capsys):
     with pytest.raises(RuntimeError, match="said no"):
         cbuild.build(part, fails)
     assert part.built() is None
+    # a build that failed is not tried again on every command for the same install: its error is said at once
+    with pytest.raises(RuntimeError, match="said no .*an earlier build failed; remove"):
+        cbuild.build(part, fails)
+    assert len(tries) == 1
 
 
 def test_doctor_shows_the_parts():

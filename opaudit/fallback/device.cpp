@@ -18,6 +18,8 @@
 // set_policy() forgets the plans (a new rehearsal, another target).
 #include <torch/extension.h>
 
+#include "torch_compat.h"
+
 #include "dtype_bridge.h"
 #include "host_alias.h"
 
@@ -128,11 +130,11 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     if (d.index() >= 0 && d.index() < device_count.load()) cur_dev = d.index();
   }
-  c10::Stream getStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
+  c10::Stream getStream(c10::Device d) const noexcept override { return c10::Stream(c10::Stream::DEFAULT, d); }
   c10::Stream getDefaultStream(c10::Device d) const override { return getStream(d); }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return getStream(d); }
   c10::Stream getNewStream(c10::Device d, int) const override { return getStream(d); }
-  c10::Stream exchangeStream(c10::Stream s) const override { return getStream(s.device()); }
+  c10::Stream exchangeStream(c10::Stream s) const noexcept override { return getStream(s.device()); }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count.load(); }
   void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
   void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
@@ -141,16 +143,18 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
   bool queryStream(const c10::Stream&) const override { return true; }
   void synchronizeStream(const c10::Stream&) const override {}
   void synchronizeEvent(void*) const override {}
-  void synchronizeDevice(const c10::DeviceIndex) const override {}
+  void synchronizeDevice(const c10::DeviceIndex) const OPAUDIT_OVERRIDE_NEWER {}
   double elapsedTime(void*, void*, const c10::DeviceIndex) const override { return 0.0; }
 };
 C10_REGISTER_GUARD_IMPL(PrivateUse1, Guard);
 
+// (isBuilt, isAvailable, init and isPinnedPtr joined the interface after torch 2.4: no `override` on them, so the
+// same source builds against both; getDefaultGenerator was not const before 2.5: both are given)
 struct Hooks final : at::PrivateUse1HooksInterface {
-  bool isBuilt() const override { return true; }
-  bool isAvailable() const override { return true; }
+  bool isBuilt() const OPAUDIT_OVERRIDE_NEWER { return true; }
+  bool isAvailable() const OPAUDIT_OVERRIDE_NEWER { return true; }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
-  void init() const override {}
+  void init() const OPAUDIT_OVERRIDE_NEWER {}
   c10::DeviceIndex deviceCount() const override { return device_count.load(); }
   void setCurrentDevice(c10::DeviceIndex i) const override { check_index(i); cur_dev = i; }
   c10::DeviceIndex getCurrentDevice() const override { return cur_dev; }
@@ -160,11 +164,14 @@ struct Hooks final : at::PrivateUse1HooksInterface {
     return old;
   }
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex i) const override { return exchangeDevice(i); }
-  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const OPAUDIT_OVERRIDE_NEWER {
     return at::detail::getDefaultCPUGenerator();  // random ops run on the host's generator, as their kernels do
   }
+#ifndef OPAUDIT_TORCH_2_5
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex) override { return at::detail::getDefaultCPUGenerator(); }
+#endif
   at::Device getDeviceFromPtr(void*) const override { return {kDev, cur_dev}; }
-  bool isPinnedPtr(const void*) const override { return false; }
+  bool isPinnedPtr(const void*) const OPAUDIT_OVERRIDE_NEWER { return false; }
   at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
   void resizePrivateUse1Bytes(const c10::Storage& s, size_t n) const override {
     c10::DeviceGuard g(s.device());
@@ -274,7 +281,7 @@ Plan* entry_of(const c10::OperatorHandle& op) {
 void plan(const c10::OperatorHandle& op, Plan* p) {
   py::gil_scoped_acquire gil;
   if (p->kind != UNPLANNED) return;
-  py::handle py_op = torch::detail::getTorchApiFunction(op);
+  py::handle py_op = opaudit_compat::api_function(op);
   p->op = py_op.ptr();
   if (planner == nullptr) {  // no rehearsal running: every op runs as on the host
     p->check = false;
@@ -648,6 +655,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&dispatch>());
 }
+
+// autocast on the device: the AutocastPrivateUse1 key falls through to the kernels below it (the rehearsal applies
+// the target's autocast policy itself); registered here, as torch.library's Library.fallback is torch >= 2.5
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
 torch::Library* composites = nullptr;  // leaked at exit on purpose (static destruction order)
 

@@ -59,7 +59,23 @@ def _select(index: int) -> None:
         memory.native.set_device(index)
 
 
-class _Event:
+def _stream_bases() -> tuple[type, type]:
+    """torch < 2.5: Dynamo's device interface wants a device module's Event and Stream to derive from the abstract
+    bases of torch._streambase; later releases keep the names as deprecated subclasses of torch.Event and
+    torch.Stream, which a host-timed event must not be."""
+    try:
+        from torch import _streambase
+    except ImportError:
+        return object, object
+    if issubclass(_streambase._EventBase, torch.Event):
+        return object, object
+    return _streambase._EventBase, _streambase._StreamBase
+
+
+_EventBase, _StreamBase = _stream_bases()
+
+
+class _Event(_EventBase):  # type: ignore[misc,valid-type,unused-ignore]
     """A device event timed on the host (the simulated device runs synchronously)."""
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
@@ -83,9 +99,15 @@ class _Event:
         return (end.t - self.t) * 1000.0
 
 
-class _Stream:
+class _Stream(_StreamBase):  # type: ignore[misc,valid-type,unused-ignore]
     def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any):
         self.device = device
+
+    def __eq__(self, other: object) -> bool:  # one stream per device: the default one
+        return isinstance(other, _Stream) and other.device == self.device
+
+    def __hash__(self) -> int:
+        return hash(("stream", str(self.device)))
 
     def synchronize(self) -> None:
         pass

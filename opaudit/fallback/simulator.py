@@ -542,7 +542,7 @@ def setup_device(name: str) -> str:
             overload_ = getattr(getattr(torch.ops.aten, packet), overload or "default")
             kernels.impl(op, functools.partial(backend_kernel, overload_), "PrivateUse1")
         _setup["kernels"] = kernels
-    lib.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+        lib.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")  # (the C++ device registers its own)
     state.name = name
     devices.clear()
     _setup.update(name=name, lib=lib, module=module, engine=engine)

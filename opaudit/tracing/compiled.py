@@ -60,7 +60,9 @@ class EagerCompile:
                 from torch import _dynamo
 
                 _dynamo.config.disable = _saved.pop("disable")
-                _saved.pop("stance").__exit__(None, None, None)
+                stance = _saved.pop("stance")
+                if stance is not None:
+                    stance.__exit__(None, None, None)
             if "module_call" in _saved:
                 from torch._dynamo.eval_frame import OptimizedModule
 
@@ -81,7 +83,9 @@ def _disable() -> None:
         _saved["disable"] = _dynamo.config.disable
         # compiled code runs eagerly, its fullgraph=True no error (torch.compiler.set_stance: applied at once,
         # the stance before it back on __exit__)
-        _saved["stance"] = torch.compiler.set_stance("force_eager")
+        # (torch < 2.6 has no stances: Dynamo's disable flag alone makes compiled code run eagerly there)
+        set_stance = getattr(torch.compiler, "set_stance", None)
+        _saved["stance"] = set_stance("force_eager") if set_stance is not None else None
     _dynamo.config.disable = True
 
 

@@ -15,6 +15,8 @@
 // ops by the first user frame (each code object classified once, by the Python locator) and the module stack.
 #include <torch/extension.h>
 
+#include "torch_compat.h"
+
 #include <ATen/SequenceNumber.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <frameobject.h>
@@ -379,7 +381,7 @@ Plan& plan_of(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
       break;
     }
   }
-  py::handle py_op = torch::detail::getTorchApiFunction(op);
+  py::handle py_op = opaudit_compat::api_function(op);
   py::tuple answer = py::reinterpret_borrow<py::object>(S.planner)(py_op, device);
   p.name = py::object(answer[1]).release().ptr();
   p.kind = py::object(answer[2]).release().ptr();
@@ -430,7 +432,7 @@ bool run_python(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   py::object out;
   {
     c10::impl::ExcludeDispatchKeyGuard paused(kKey);
-    out = py::reinterpret_borrow<py::object>(S.handler)(torch::detail::getTorchApiFunction(op), positional,
+    out = py::reinterpret_borrow<py::object>(S.handler)(opaudit_compat::api_function(op), positional,
                                                         keywords);
   }
   S.total = py::handle(S.rec).attr("total").cast<int64_t>();

@@ -1,0 +1,52 @@
+// What opaudit's C++ parts need from torch that older releases do not export, one place for each.
+#pragma once
+
+#include <torch/extension.h>
+
+#include <torch/version.h>
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8)
+#include <torch/csrc/PyInterpreter.h>
+#define OPAUDIT_HAS_TORCH_API_FUNCTION 1
+#endif
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+#define OPAUDIT_TORCH_2_5 1
+// a virtual function the interface has from torch 2.5 on (the PrivateUse1 hooks' isBuilt, isAvailable, ...)
+#define OPAUDIT_OVERRIDE_NEWER override
+#else
+#define OPAUDIT_OVERRIDE_NEWER
+#endif
+
+namespace opaudit_compat {
+
+// The OpOverload (torch.ops.<namespace>.<name>.<overload>) of an operator, borrowed. torch >= 2.8 exports its own
+// cache (torch::detail::getTorchApiFunction); before, the overload is looked up in Python once per operator and kept.
+// Called with the GIL held.
+inline py::handle api_function(const c10::OperatorHandle& op) {
+#ifdef OPAUDIT_HAS_TORCH_API_FUNCTION
+  return torch::detail::getTorchApiFunction(op);
+#else
+  static std::mutex m;
+  static std::unordered_map<const void*, py::object>* found = new std::unordered_map<const void*, py::object>();
+  const void* key = &op.schema();
+  {
+    std::lock_guard<std::mutex> g(m);
+    auto it = found->find(key);
+    if (it != found->end()) return it->second;
+  }
+  const auto& name = op.operator_name();
+  const auto split = name.name.find("::");
+  const std::string ns = name.name.substr(0, split), base = name.name.substr(split + 2);
+  py::object overload = py::module_::import("torch").attr("ops").attr(ns.c_str()).attr(base.c_str())
+                            .attr(name.overload_name.empty() ? "default" : name.overload_name.c_str());
+  std::lock_guard<std::mutex> g(m);
+  return (*found)[key] = overload;
+#endif
+}
+
+}  // namespace opaudit_compat
