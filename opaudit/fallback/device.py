@@ -184,6 +184,9 @@ class SimDevice(types.ModuleType):
         finally:
             _select(before)
 
+    def is_current_stream_capturing(self) -> bool:
+        return False  # no CUDA graphs (torch < 2.5's optimizers ask before every step)
+
     def synchronize(self, device: Any = None) -> None:
         pass
 
