@@ -69,7 +69,7 @@ def lint(
             sys.stdout.write(stats(findings, load_catalogue()))
         else:
             emit(output_format, findings, errors, settings, fixed=0, stream=sys.stdout)
-        if (findings or errors) and not exit_zero:
+        if (any(f.blocking for f in findings) or errors) and not exit_zero:  # info findings never fail
             raise typer.Exit(EXIT_FINDINGS)
 
 
@@ -142,7 +142,8 @@ def fix(
             err.print(f"{changed} file{'s' if changed != 1 else ''} would be changed", markup=False, highlight=False)
         elif changed and paths != ["-"]:
             err.print(f"{changed} file{'s' if changed != 1 else ''} changed", markup=False, highlight=False)
-        if (diff and changed) or errors or (remaining and not diff):  # a file not checked fails --diff too
+        blocking = any(f.blocking for f in remaining)  # info findings never fail
+        if (diff and changed) or errors or (blocking and not diff):  # a file not checked fails --diff too
             raise typer.Exit(EXIT_FINDINGS)
 
 
@@ -217,7 +218,8 @@ def settings_for(paths: list[str], target: str | None, select: list[str] | None,
                         force_exclude=force_exclude if force_exclude is not None else
                         bool(config.get("force-exclude", False)),
                         guarded_import=guarded_import if guarded_import is not None else
-                        bool(config.get("guarded-import", False)))
+                        bool(config.get("guarded-import", False)),
+                        info=tuple(config.get("info")) if config.get("info") is not None else None)
     settings.resolved()
     return settings
 

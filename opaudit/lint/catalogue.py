@@ -56,6 +56,7 @@ class Rule:
     apis: tuple[str, ...] = ()  # qualified names this rule matches (the API checker)
     heuristic: bool = False  # matched by syntax, not by qualified name
     default: bool = True  # on unless selected explicitly (noisy, informational rules are off)
+    severity: str = "error"  # "info": a flag with no effect off CUDA, shown but never a reason to exit 1
     examples: tuple[Example, ...] = ()
     targets: tuple[str, ...] = ()  # only on these targets (default: all)
     renames: dict[str, str] = field(default_factory=dict)  # deprecated CUDA name -> current CUDA name
@@ -193,11 +194,12 @@ def load_catalogue() -> Catalogue:
         strings = {k: d.get(k, "") for k in ("why", "replace", "replace_neutral", "neutral_min_torch", "suggest",
                                               "suggest_neutral")}
         unknown = set(d) - set(tuples) - set(strings) - {"name", "summary", "fix", "heuristic", "default", "examples",
-                                                         "renames"}
+                                                         "renames", "severity"}
         if unknown:
             raise ValueError(f"rules/catalogue.toml: {code}: unknown keys {sorted(unknown)}")
         rules[code] = Rule(code=code, name=d["name"], summary=d["summary"], fix=d["fix"],
                            heuristic=d.get("heuristic", False), default=d.get("default", True), examples=examples,
+                           severity=d.get("severity", "error"),
                            renames=dict(d.get("renames", {})), **tuples, **strings)  # type: ignore[arg-type]
     return Catalogue(dict(sorted(rules.items())))
 

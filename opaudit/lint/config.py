@@ -11,6 +11,7 @@
     force-exclude = false          # apply the exclusions to files named on the command line too
     min-torch = "2.6"          # gates the neutral target's torch.accelerator rewrites
     unsafe-fixes = false
+    info = ["OA601", "OA602"]  # findings shown but never a reason to exit 1 (default: the catalogue's info rules)
 
 The nearest pyproject.toml with a ``[tool.opaudit]`` table, from the first path given (or the working
 directory) upwards, is used; options on the command line win over it.
@@ -31,7 +32,7 @@ else:  # pragma: no cover
 
 KEYS = {"target": str, "select": list, "extend-select": list, "ignore": list, "exclude": list, "extend-exclude": list,
         "min-torch": str, "unsafe-fixes": bool, "guarded-import": bool, "respect-gitignore": bool,
-        "force-exclude": bool}
+        "force-exclude": bool, "info": list}
 
 
 @dataclass

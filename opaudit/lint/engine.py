@@ -22,7 +22,7 @@ import re
 import tokenize
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatch
 from functools import cache
 from pathlib import Path
@@ -65,6 +65,7 @@ class Settings:
     respect_gitignore: bool = True
     force_exclude: bool = False  # the exclusions apply to files named on the command line too
     guarded_import: bool = False  # fix adds the target's package as try: import ... except ImportError: pass
+    info: tuple[str, ...] | None = None  # codes or prefixes whose findings are info (None: the catalogue's severity)
 
     def __post_init__(self) -> None:
         # the names users type (npu, mlu, supa) name the table they stand for, in every view of the settings
@@ -391,7 +392,24 @@ def fix_source(source: bytes, settings: Settings, path: str = "<stdin>") -> File
     return _run(source, settings, path, fix=True)
 
 
+def info_codes(settings: Settings) -> frozenset[str]:
+    """The codes whose findings are ``info`` (shown, never a reason to exit 1): the catalogue's ``severity =
+    "info"`` rules, or the codes and prefixes ``[tool.opaudit] info`` names instead."""
+    cat = load_catalogue()
+    if settings.info is None:
+        return frozenset(code for code, r in cat.rules.items() if r.severity == "info")
+    return frozenset(code for code in cat.rules if any(code.startswith(p.strip().upper()) for p in settings.info))
+
+
 def _run(source: bytes, settings: Settings, path: str, *, fix: bool) -> FileResult:
+    result = _run_rules(source, settings, path, fix=fix)
+    info = info_codes(settings)
+    if info:
+        result.findings = [replace(f, severity="info") if f.code in info else f for f in result.findings]
+    return result
+
+
+def _run_rules(source: bytes, settings: Settings, path: str, *, fix: bool) -> FileResult:
     target, cat, selected = settings.resolved()
     result = FileResult(path, old=source if fix else None)
     if not _triggers(settings).search(source):

@@ -21,6 +21,12 @@ class Finding:
     fix: str  # safe | unsafe | suggestion | report: what happens to it under `fix`
     replacement: str | None = None
     heuristic: bool = False  # matched by syntax (a method name), not by qualified name
+    severity: str = "error"  # "info": shown, never a reason to exit 1 (a flag with no effect off CUDA)
+
+    @property
+    def blocking(self) -> bool:
+        """Whether it makes lint and fix exit 1 (an ``info`` finding never does)."""
+        return self.severity != "info"
 
     @property
     def fixable(self) -> bool:

@@ -35,6 +35,7 @@ def text(findings: list[Finding], errors: list[str], *, fixed: int = 0, unsafe_f
     lines = []
     for f in findings:
         mark = "[*] " if f.fixable and (f.fix == "safe" or unsafe_fixes) else "[?] " if f.fixable else ""
+        mark += "info: " if not f.blocking else ""
         line = f"{relative_path(f.path)}:{f.line}:{f.col}: {f.code} {mark}{f.message}"
         if f.fix == "suggestion" and f.replacement:
             line += f"\n    suggestion: {f.replacement}"
@@ -45,9 +46,11 @@ def text(findings: list[Finding], errors: list[str], *, fixed: int = 0, unsafe_f
     summary = []
     if fixed:
         summary.append(f"{'Would fix' if dry_run else 'Fixed'} {fixed} finding{'s' if fixed != 1 else ''}.")
+    info = sum(1 for f in findings if not f.blocking)
     if findings:
         summary.append(f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''}"
-                       + (" remaining" if fixed else "") + ".")
+                       + (" remaining" if fixed else "") + (f" ({info} info: no exit 1 for them)" if info else "")
+                       + ".")
         if safe or (unsafe and unsafe_fixes):
             summary.append(f"[*] {safe + (unsafe if unsafe_fixes else 0)} fixable with `opaudit fix`.")
         if unsafe and not unsafe_fixes:
@@ -102,7 +105,7 @@ def sarif(findings: list[Finding], errors: list[str], catalogue: Catalogue, *, t
         result: dict[str, Any] = {
             "ruleId": f.code,
             "ruleIndex": index[f.code],
-            "level": _LEVEL[f.fix],
+            "level": _LEVEL[f.fix] if f.blocking else "note",
             "message": {"text": f.message + (f" (suggestion: {f.replacement})" if f.fix == "suggestion"
                                              and f.replacement else "")},
             "locations": [{"physicalLocation": {"artifactLocation": {"uri": uri, "uriBaseId": "%SRCROOT%"},
@@ -143,7 +146,7 @@ def github(findings: list[Finding], errors: list[str]) -> str:
     """GitHub Actions workflow commands: one annotation per finding."""
     out = []
     for f in findings:
-        level = "notice" if f.fix == "report" else "warning"
+        level = "notice" if f.fix == "report" or not f.blocking else "warning"
         where = _escape(relative_path(f.path), prop=True)
         props = (f"title={_escape(f'opaudit ({f.code})', prop=True)},file={where},"
                  f"line={f.line},col={f.col},endLine={f.end_line},endColumn={f.end_col}")

@@ -188,3 +188,27 @@ def test_the_diff_applies_with_git_and_patch(tmp_path):
     code, _, err = run_cli("fix", "-t", "ascend", *files, cwd=tmp_path)
     assert {name: (tmp_path / name).read_text() for name in files} == applied
     assert applied["tail.py"] != files["tail.py"] and applied["clean.py"] == files["clean.py"]
+
+
+def test_info_findings_are_shown_and_never_fail(tmp_path):
+    """Flags with no effect off CUDA (cudnn.benchmark, cudnn.deterministic, CUBLAS_WORKSPACE_CONFIG) are info:
+    shown, counted, never a reason for lint or fix to exit 1; [tool.opaudit] info = [...] chooses them."""
+    src = ("import os\nimport torch\ntorch.backends.cudnn.benchmark = False\n"
+           "torch.backends.cudnn.deterministic = True\nos.environ[\"CUBLAS_WORKSPACE_CONFIG\"] = \":4096:8\"\n")
+    (tmp_path / "train.py").write_text(src)
+    code, out, _ = run_cli("lint", str(tmp_path), "-t", "ascend")
+    assert code == 0 and out.count(": OA") == 3 and out.count(" info: ") == 4  # (3 findings, and the summary)
+    assert "(3 info: no exit 1 for them)" in out
+    code, out, _ = run_cli("fix", str(tmp_path), "-t", "ascend")
+    assert code == 0 and (tmp_path / "train.py").read_text() == src
+    _, out, _ = run_cli("lint", str(tmp_path), "-t", "ascend", "--output-format", "json")
+    assert {f["code"]: f["severity"] for f in json.loads(out)["findings"]} == dict.fromkeys(
+        ["OA601", "OA602", "OA508"], "info")
+    _, out, _ = run_cli("lint", str(tmp_path), "-t", "ascend", "--output-format", "sarif")
+    assert {r["level"] for r in json.loads(out)["runs"][0]["results"]} == {"note"}
+    (tmp_path / "pyproject.toml").write_text("[tool.opaudit]\ninfo = [\"OA601\"]\n")  # the project decides
+    code, out, _ = run_cli("lint", str(tmp_path), "-t", "ascend")
+    assert code == 1 and out.count(" info: ") == 2 and "(1 info: no exit 1 for them)" in out
+    (tmp_path / "gpu.py").write_text("import torch\nx = torch.zeros(2).cuda()\n")
+    code, _, _ = run_cli("lint", str(tmp_path / "gpu.py"), "-t", "ascend")
+    assert code == 1  # a finding that is not info still fails
