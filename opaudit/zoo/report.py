@@ -88,10 +88,13 @@ def summary(z: ZooResult) -> list[str]:
              + f"; {z.cached} from the cache; {z.wall_s:.1f} s"]
     for target in z.targets:
         verdicts = Counter(t["verdict"] for r in ok for t in r["targets"] if t["target"] == target)
-        runs = verdicts.get("runs", 0) + verdicts.get("cpu_fallback", 0)
         demand = op_demand(z, target)[:3]
         top = ", ".join(f"{d['op'].removeprefix('aten::')} ({d['models']})" for d in demand)
-        lines.append(f"  {target}: {runs}/{len(ok)} run" + (f"; {verdicts['fails']} fail" if verdicts["fails"] else "")
+        # natively and on the vendor's CPU fallback apart, as zoo.csv has them
+        cpu = verdicts["cpu_fallback"]
+        lines.append(f"  {target}: {verdicts.get('runs', 0)}/{len(ok)} run"
+                     + (f"; {cpu} with ops on the CPU fallback" if cpu else "")
+                     + (f"; {verdicts['fails']} fail" if verdicts["fails"] else "")
                      + (f"; {verdicts['version_skew']} need a newer PyTorch" if verdicts["version_skew"] else "")
                      + (f"; {verdicts['uncertain']} uncertain" if verdicts["uncertain"] else "")
                      + (f"; most blocking: {top}" if top else ""))

@@ -9,7 +9,7 @@ import json
 import pytest
 from helpers import TINY_ZOO, TINY_ZOO_TARGETS
 
-from opaudit.zoo.report import op_demand
+from opaudit.zoo.report import op_demand, summary
 from opaudit.zoo.run import Job, ZooResult, job_key, resolve_targets, run_job, run_zoo, work
 
 
@@ -137,3 +137,15 @@ def test_a_model_that_reads_its_data_is_traced_for_real_where_auto_chose_meta(tm
     # too big for real (its 20 parameters take 320 bytes with gradients and AdamW states): meta's failure stays
     record = work(Job(str(reader), "k", "f", "", "file", "h", ["xpu@2.14"], train=True, device="cpu", memory=100))
     assert (record["status"], record["reason"]) == ("failed", "forward") and "meta tensor" in record["error"]
+
+
+def test_the_summary_tells_native_runs_from_cpu_fallback_runs():
+    """zoo.csv says cpu_fallback; the terminal summary must not count those models as plain runs."""
+
+    def model(spec: str, verdict: str) -> dict:
+        return {"spec": spec, "status": "ok", "targets": [{"target": "ascend@2.6.0", "verdict": verdict,
+                                                            "summary": "", "missing": ""}]}
+
+    z = ZooResult([model("a", "runs"), model("b", "cpu_fallback"), model("c", "fails")], ["ascend@2.6.0"], False)
+    line = next(x for x in summary(z) if x.startswith("  ascend@2.6.0"))
+    assert line.startswith("  ascend@2.6.0: 1/3 run; 1 with ops on the CPU fallback; 1 fail"), line
