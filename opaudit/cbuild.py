@@ -62,9 +62,8 @@ class Part:
         return base / self.kind / f"{version}-{self.key()}"
 
     def key(self) -> str:
-        bound = json.dumps(install(), sort_keys=True).encode()
-        text = b"".join(p.read_bytes() for p in (self.source, *self.headers))
-        return hashlib.sha256(text + bound).hexdigest()[:12]
+        files = (self.source, *self.headers)
+        return _digest(tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in files))
 
     def library(self) -> Path:
         return self.build_dir() / f"{self.name}.so"
@@ -82,14 +81,23 @@ class Part:
 
 _HERE = Path(__file__).resolve().parent
 INCLUDE = _HERE / "native"  # the headers the parts share
-_SHARED = (INCLUDE / "dtype_bridge.h", INCLUDE / "host_alias.h", INCLUDE / "torch_compat.h")
+_DEVICES = (INCLUDE / "dtype_bridge.h", INCLUDE / "host_alias.h")  # what the two devices over host memory share
 STAND_IN = Part("opaudit_cuda_stand_in", _HERE / "standin" / "cuda.cpp", "cuda-stand-in", "OPAUDIT_CUDA_STAND_IN_BUILD",
-                "opaudit's CUDA stand-in", 20, _SHARED)
+                "opaudit's CUDA stand-in", 20, _DEVICES)
 TRACER = Part("opaudit_tracer", _HERE / "tracing" / "recorder.cpp", "tracer", "OPAUDIT_TRACER_BUILD",
               "the tracer's C++ recorder", 30, (INCLUDE / "torch_compat.h",))
 REHEARSAL_DEVICE = Part("opaudit_rehearsal_device", _HERE / "fallback" / "device.cpp", "rehearsal-device",
-                        "OPAUDIT_REHEARSAL_DEVICE_BUILD", "the rehearsal's C++ device", 30, _SHARED)
+                        "OPAUDIT_REHEARSAL_DEVICE_BUILD", "the rehearsal's C++ device", 30,
+                        (*_DEVICES, INCLUDE / "torch_compat.h"))
 PARTS = (STAND_IN, TRACER, REHEARSAL_DEVICE)
+
+
+@cache
+def _digest(files: tuple[tuple[Path, int, int], ...]) -> str:
+    """The key of sources as they are now (by path, mtime and size: read and hashed once per process, not on each
+    of the several look-ups a load makes) and of the install they build for."""
+    text = b"".join(path.read_bytes() for path, _, _ in files)
+    return hashlib.sha256(text + json.dumps(install(), sort_keys=True).encode()).hexdigest()[:12]
 
 
 @cache

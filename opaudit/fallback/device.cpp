@@ -446,18 +446,9 @@ void run_native(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Sta
   for (const auto& a : args)
     if (a.cpu.unsafeGetTensorImpl()->storage().resizable()) sync_back(a.dev, a.cpu, a.data);
   if (to_host) return;
-  const size_t nrets = schema.returns().size();
-  for (size_t i = stack->size() - nrets, r = 0; i < stack->size(); ++i, ++r) {
-    if (plan.host_results & (1u << r)) continue;
-    auto& v = (*stack)[i];
-    if (v.isTensor()) {
-      v = to_device(v.toTensor(), args, device);
-    } else if (v.isTensorList()) {
-      auto list = v.toTensorList();
-      for (size_t j = 0; j < list.size(); ++j) list.set(j, to_device(list.get(j), args, device));
-      v = list;
-    }
-  }
+  opaudit_host::map_results(stack, schema.returns().size(), [&](const at::Tensor& t, size_t r) {
+    return plan.host_results & (1u << r) ? t : to_device(t, args, device);  // (a result made on the host stays)
+  });
 }
 
 // ---------------------------------------------------------------- PYTHON

@@ -141,9 +141,8 @@ class Simulator:
         self.stats = Stats(self.target, self.name, "simulated")
         # the audit's dtype truth (Matrix.resolve_call): dtypes the device cannot hold at all (a caveat on every op,
         # MPS's float64), and ops whose data limits some dtypes; calls with them are judged by their dtypes
-        limits = [c for c in r.all_caveats() if c.kind in ("unsupported", "cpu") and not c.api]
-        self.unheld = frozenset(d for c in limits if c.op == "*" and c.kind == "unsupported" for d in c.dtypes)
-        self._dtype_limited = frozenset(c.op for c in limits if c.op != "*")
+        self.unheld = frozenset(d for c in r.all_caveats() if c.op == "*" and c.kind == "unsupported" and not c.api
+                                for d in c.dtypes)
         self.chooser = Chooser(self._has, force_cpu=force_cpu, forbid=forbid, has_base=self._has_base)
         self.plans: dict[int, Plan] = {}  # id(OpOverload) -> its plan (as _calls)
         self._detours = detours(self.matrix)  # ops of the stand-in's path that the target's path never runs
@@ -193,7 +192,8 @@ class Simulator:
                                                              note, support_status)
         call = call_of(func)
         host = HOST_RESULTS.get(name, frozenset())
-        checked = kind != _MISSING and (name in self._dtype_limited or name.split(".")[0] in self._dtype_limited)
+        checked = kind != _MISSING and any(c.op != "*" and c.kind in ("unsupported", "cpu")
+                                           for c in self.matrix.caveats(name))
         plan = self.plans[id(func)] = Plan(kind, name, support_status, note, stat, name not in CROSS_DEVICE,
                                              call if kind == _NATIVE and call.plain and not host and not checked
                                              and not self.unheld else None, host, checked)

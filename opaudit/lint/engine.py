@@ -395,10 +395,15 @@ def fix_source(source: bytes, settings: Settings, path: str = "<stdin>") -> File
 def info_codes(settings: Settings) -> frozenset[str]:
     """The codes whose findings are ``info`` (shown, never a reason to exit 1): the catalogue's ``severity =
     "info"`` rules, or the codes and prefixes ``[tool.opaudit] info`` names instead."""
+    return _info_codes(settings.info)
+
+
+@cache
+def _info_codes(chosen: tuple[str, ...] | None) -> frozenset[str]:  # (once per process, not per file)
     cat = load_catalogue()
-    if settings.info is None:
+    if chosen is None:
         return frozenset(code for code, r in cat.rules.items() if r.severity == "info")
-    return frozenset(code for code in cat.rules if any(code.startswith(p.strip().upper()) for p in settings.info))
+    return frozenset(code for code in cat.rules if any(code.startswith(p.strip().upper()) for p in chosen))
 
 
 def _run(source: bytes, settings: Settings, path: str, *, fix: bool) -> FileResult:

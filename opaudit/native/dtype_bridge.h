@@ -10,13 +10,15 @@
 // dtype the device's kernel returns (read from the op's Meta kernel where it has one, else the narrow dtype
 // it was widened from); written arguments (in-place, out=) get their wide result copied back.
 //
-// Only a refusal of a dtype is bridged: the CPU kernel's "not implemented for '<dtype>'" (AT_DISPATCH) or
-// a conversion "not supported on CPU", and only where the op's Meta kernel (the checks every device shares)
+// Only a refusal of a dtype is bridged: the CPU kernel's words for one (is_dtype_refusal: AT_DISPATCH's "not
+// implemented for '<dtype>'", a conversion "not supported on CPU", ...), and only where the op's Meta kernel (the checks every device shares)
 // accepts the call; any other error is the program's and is raised as it was. Each bridged call is counted
 // by op and dtype (bridged_counts), as the device's own work.
 #pragma once
 
 #include <torch/extension.h>
+
+#include "host_alias.h"
 
 #include <map>
 #include <mutex>
@@ -178,10 +180,11 @@ inline at::Tensor narrow_result(const at::Tensor& r, const Widened& w, std::opti
   return to == r.scalar_type() ? r : r.to(to);
 }
 
-inline void count(const c10::OperatorHandle& op, const Widened& w) {
+// One bridged call of `op`, under the narrow dtype it was called with.
+inline void count(const c10::OperatorHandle& op, std::optional<c10::ScalarType> narrow) {
   std::string name = op.operator_name().name;
   name += "." + (op.operator_name().overload_name.empty() ? std::string("default") : op.operator_name().overload_name);
-  std::string dtype = w.narrowed.empty() ? "" : std::string(c10::toString(w.narrowed.front().second));
+  std::string dtype = narrow ? std::string(c10::toString(*narrow)) : "";
   std::lock_guard<std::mutex> g(counts_mutex());
   ++counts()[{name, dtype}];
 }
@@ -227,27 +230,15 @@ inline void run_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10
       } catch (const c10::Error&) {
         continue;
       }
-      const size_t nrets = schema.returns().size();
       for (const auto& [arg, copy] : w.writes) arg.copy_(copy);
-      for (size_t i = stack->size() - nrets, r = 0; i < stack->size(); ++i, ++r) {
-        std::optional<c10::ScalarType> want;
-        if (r < expected->size()) want = (*expected)[r];
-        auto& v = (*stack)[i];
-        if (v.isTensor()) {
-          v = narrow_result(v.toTensor(), w, want);
-        } else if (v.isTensorList()) {
-          auto list = v.toTensorList();
-          for (size_t j = 0; j < list.size(); ++j) list.set(j, narrow_result(list.get(j), w, want));
-          v = list;
-        }
-      }
-      count(op, w);
+      opaudit_host::map_results(stack, schema.returns().size(), [&](const at::Tensor& t, size_t r) {
+        return narrow_result(t, w, r < expected->size() ? std::optional((*expected)[r]) : std::nullopt);
+      });
+      count(op, w.narrowed.front().second);
       return;
     }
     if (reference(op, saved, stack, base, cpu)) {
-      Widened none;
-      if (!saved.empty() && saved[0].isTensor()) none.narrowed.emplace_back(c10::kFloat, saved[0].toTensor().scalar_type());
-      count(op, none);
+      count(op, saved[0].toTensor().scalar_type());  // (reference() runs only with a tensor first)
       return;
     }
     throw;

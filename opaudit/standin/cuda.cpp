@@ -306,17 +306,8 @@ void boxed(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack
   opaudit_bridge::run_cpu(op, stack, c10::DispatchKeySet(c10::DispatchKey::CPU));
   for (const auto& a : args)
     if (a.cpu.unsafeGetTensorImpl()->storage().resizable()) sync_back(a.dev, a.cpu, a.data);
-  const size_t nrets = schema.returns().size();
-  for (size_t i = stack->size() - nrets; i < stack->size(); ++i) {
-    auto& v = (*stack)[i];
-    if (v.isTensor()) {
-      v = to_device(v.toTensor(), args, device);
-    } else if (v.isTensorList()) {
-      auto list = v.toTensorList();
-      for (size_t j = 0; j < list.size(); ++j) list.set(j, to_device(list.get(j), args, device));
-      v = list;
-    }
-  }
+  opaudit_host::map_results(stack, schema.returns().size(),
+                            [&](const at::Tensor& t, size_t) { return to_device(t, args, device); });
 }
 
 TORCH_LIBRARY_IMPL(_, CUDA, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&boxed>()); }
