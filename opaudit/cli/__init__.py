@@ -59,7 +59,7 @@ app.command(context_settings=PASS_THROUGH)(run.run)
 app.command()(scan.report)
 app.command()(matrix.doctor)
 app.command()(lint.lint)
-app.command()(lint.fix)
+app.command(cls=lint.FixCommand)(lint.fix)  # what follows -- is --verify's program
 app.command()(lint.rules)
 app.command()(lint.explain)
 app.add_typer(matrix.db_app, name="db")

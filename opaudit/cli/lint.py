@@ -7,8 +7,9 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
-from opaudit.cli.console import err, user_errors, warn
+from opaudit.cli.console import err, out, print_lines, user_errors, warn
 from opaudit.cli.options import (
     EXIT_FINDINGS,
     TYPED_NAMES,
@@ -73,7 +74,19 @@ def lint(
             raise typer.Exit(EXIT_FINDINGS)
 
 
+class FixCommand(TyperCommand):
+    """``fix``: what follows ``--`` is the program ``--verify`` runs (SCRIPT ARGS), never PATHS."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if "--" in args:
+            at = args.index("--")
+            ctx.meta["opaudit.program"] = args[at + 1:]
+            args = args[:at]
+        return super().parse_args(ctx, args)
+
+
 def fix(
+    ctx: typer.Context,
     paths: SourcePaths = None,
     target: Annotated[str | None, typer.Option("--target", "-t", help="The device to port to: ascend, cambricon, "
                                                "biren, musa, xpu, mps, rocm or neutral. " + TYPED_NAMES)] = None,
@@ -95,19 +108,53 @@ def fix(
     min_torch: MinTorch = None,
     stdin_filename: StdinFilename = None,
     jobs: LintJobs = None,
+    verify: Annotated[bool, typer.Option("--verify", help="Then rehearse the program after -- (SCRIPT ARGS) as "
+                                         "ported, on the target's simulated device with CUDA absent; exit 0 only "
+                                         "when it ran to its end there with no CUDA use left on the path that ran. "
+                                         "PATHS default to the script's folder; with --diff a copy is verified "
+                                         "and nothing is written.")] = False,
+    timeout: Annotated[float | None, typer.Option("--timeout", metavar="S", help="--verify: stop each run of the "
+                                                  "program after S seconds (a run stopped is a failure).")] = None,
 ) -> None:
     """Rewrite code that assumes CUDA for a target. Exit 1 when findings remain (with --diff: when
-    there are changes to make)."""
+    there are changes to make; with --verify: when the port does not run on the target with no CUDA left).
+    opaudit fix -t ascend --verify [PATHS] -- train.py ARGS..."""
 
     from opaudit.lint import fix_source, load_catalogue, run
     from opaudit.report.lint import statistics as stats
 
+    program: list[str] = ctx.meta.get("opaudit.program") or []
     with user_errors():
+        if verify and not program:
+            raise InputError("--verify needs the program to run after --",
+                             hint="opaudit fix -t ascend --verify [PATHS] -- train.py --its --own --args")
+        if program and not verify:
+            raise InputError(f"{' '.join(program)}: a program after -- is run by --verify only",
+                             hint="opaudit fix -t ascend --verify [PATHS] -- train.py --its --own --args")
+        if verify and paths == ["-"]:
+            raise InputError("--verify runs a program from files, not from standard input")
+        if verify:
+            from pathlib import Path
+
+            paths = paths or [str(Path(program[0]).parent)]
         paths = paths or ["."]
         settings = settings_for(paths, target, select, ignore, extend_select, min_torch, unsafe_fixes, exclude,
                                 default_target=None, respect_gitignore=respect_gitignore,
                                 force_exclude=force_exclude, guarded_import=guarded_import)
-        if paths == ["-"]:
+        verification = None
+        if verify:
+            from opaudit.lint.verify import verify as verify_port
+
+            verification = verify_port(program[0], program[1:], settings, paths=paths, in_place=not diff,
+                                       timeout=timeout, jobs=jobs)
+            r = verification.fixed
+            results, extra, warnings = r.files, r.extra, r.warnings
+            if diff:
+                for res in results:
+                    if res.changed:
+                        sys.stdout.write(_diff(res))
+            report = sys.stderr if diff else sys.stdout
+        elif paths == ["-"]:
             name = stdin_filename or "-"
             result = fix_source(sys.stdin.buffer.read(), settings, name)
             results, extra, warnings = [result], [], []
@@ -138,10 +185,16 @@ def fix(
         else:
             emit(output_format, remaining, errors, settings, fixed=fixed, stream=report, dry_run=diff)
         changed = sum(1 for res in results if res.changed)
+        if verification is not None:
+            print_lines(out if not diff else err, verification.lines())
         if diff:
             err.print(f"{changed} file{'s' if changed != 1 else ''} would be changed", markup=False, highlight=False)
         elif changed and paths != ["-"]:
             err.print(f"{changed} file{'s' if changed != 1 else ''} changed", markup=False, highlight=False)
+        if verification is not None:
+            if not verification.ok or errors:
+                raise typer.Exit(EXIT_FINDINGS)
+            return
         blocking = any(f.blocking for f in remaining)  # info findings never fail
         if (diff and changed) or errors or (blocking and not diff):  # a file not checked fails --diff too
             raise typer.Exit(EXIT_FINDINGS)
