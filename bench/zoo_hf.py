@@ -43,6 +43,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="only the first N model types (a quick look)")
     ap.add_argument("--layers", type=int, default=None, help="override the layer counts the configuration has "
                     "(num_hidden_layers, encoder_layers, ...) to at most N: a faster atlas of the same op kinds")
+    ap.add_argument("--shrink", action="store_true", help="opaudit zoo --shrink: each configuration cut until the "
+                    "model runs for real (the published atlas)")
     ap.add_argument("--cache", type=Path, default=None, help="a cache folder to keep (default: a fresh one, removed)")
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "examples")
     ap.add_argument("--results", type=Path, default=ROOT / "bench" / "results" / "zoo_hf.json")
@@ -64,11 +66,12 @@ def main() -> None:
     try:
         t = time.perf_counter()
         first = run_zoo(specs, train=True, mode=args.mode, jobs=args.jobs, timeout=args.timeout, cache=cache,
-                        on_result=progress)
+                        on_result=progress, shrink=args.shrink)
         wall = time.perf_counter() - t
         load_after = os.getloadavg()
         t = time.perf_counter()
-        again = run_zoo(specs, train=True, mode=args.mode, jobs=args.jobs, timeout=args.timeout, cache=cache)
+        again = run_zoo(specs, train=True, mode=args.mode, jobs=args.jobs, timeout=args.timeout, cache=cache,
+                        shrink=args.shrink)
         rerun = time.perf_counter() - t
     finally:
         if args.cache is None:

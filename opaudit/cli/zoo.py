@@ -4,13 +4,60 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from opaudit.cli.console import err, out, print_lines, user_errors
 from opaudit.cli.options import Device, Mode, ModelDevice, TraceMode, Train
 from opaudit.errors import OpauditError, UserCodeError
+
+
+class ZooProgress:
+    """The zoo's progress on stderr: models done of all, failed, cached, the time elapsed, and a line per job
+    naming the model it runs (rich.progress; nothing at all when disabled)."""
+
+    def __init__(self, total: int, *, disable: bool):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), console=err, transient=True,
+                            disable=disable)
+        self.task = self.bar.add_task("zoo", total=total, counts="")
+        self.failed = self.cached = 0
+        self.running: dict[str, Any] = {}  # spec -> its job's line
+        self.idle: list[Any] = []  # lines of jobs between two models
+
+    def __enter__(self) -> ZooProgress:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.bar.__exit__(*exc)
+
+    def _counts(self) -> None:
+        self.bar.update(self.task, counts=f"{self.failed} failed, {self.cached} cached")
+
+    def started(self, cached: int, to_run: int) -> None:
+        self.cached = cached
+        self._counts()
+
+    def begun(self, spec: str) -> None:
+        label = spec if len(spec) <= 60 else spec[:57] + "..."
+        line = self.idle.pop() if self.idle else self.bar.add_task("", total=None, counts="")
+        self.bar.update(line, description=f"  {label}", visible=True)
+        self.bar.reset(line, total=None, description=f"  {label}", counts="")
+        self.running[spec] = line
+
+    def ended(self, record: dict[str, Any]) -> None:
+        if record["status"] != "ok":
+            self.failed += 1
+        line = self.running.pop(record["spec"], None)
+        if line is not None:
+            self.bar.update(line, visible=False)
+            self.idle.append(line)
+        self.bar.update(self.task, advance=1)
+        self._counts()
 
 
 class Executor(str, Enum):
@@ -25,8 +72,13 @@ def zoo(
     from_file: Annotated[Path | None, typer.Option("--from", help="Read specs from this file, one a line "
                                                    "(# comments).")] = None,
     all_of: Annotated[str | None, typer.Option("--all", metavar="LIBRARY", help="Every model of a library: hf (every "
-                                               "transformers model type with a task head, default "
-                                               "configuration).")] = None,
+                                               "transformers model type with a task head), diffusers (every "
+                                               "diffusers model class), timm (every timm architecture); default "
+                                               "configurations.")] = None,
+    shrink: Annotated[bool, typer.Option("--shrink", help="Cut each configuration until the model runs for real "
+                                         "on the CUDA path, not on meta: one layer of each kind, widths to about "
+                                         "128, fewer heads and experts, a smaller vocabulary; less where the "
+                                         "configuration refuses. zoo.csv's cut column names the cut.")] = False,
     targets: Annotated[list[str] | None, typer.Option("--target", "-t", metavar="TARGET", help="Target to check "
                                                       "(repeatable): vendor, vendor@release, or 'all' (every "
                                                       "release). Default: the newest published release of every "
@@ -49,11 +101,11 @@ def zoo(
                                                "(pip install 'opaudit[ray]').")] = Executor.local,
     address: Annotated[str | None, typer.Option("--address", help="--executor ray: the cluster to use "
                                                 "(ray://HOST:10001 or auto); default: a local Ray instance.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar (there is none either where stderr "
+                                        "is not a terminal).")] = False,
 ) -> None:
     """Every model of a zoo against every target, each model in a process of its own: zoo.csv, zoo.json,
     zoo.html."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from opaudit.zoo import report
     from opaudit.zoo.run import default_cache, run_zoo
     from opaudit.zoo.specs import all_specs, read_spec_file
@@ -66,21 +118,12 @@ def zoo(
         if not names:
             raise OpauditError("no model given", hint="opaudit zoo hf:llama hf:bert ..., --from FILE or --all hf")
         report.check_outputs(out_dir)
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TextColumn("{task.fields[last]}"), console=err, transient=True) as bar:
-            task = bar.add_task("zoo", total=len(names), last="")
-
-            def started(cached: int, to_run: int) -> None:
-                bar.update(task, description=f"zoo ({cached} cached)" if cached else "zoo")
-
-            def ended(record: dict) -> None:
-                mark = "ok" if record["status"] == "ok" else f"failed: {record.get('reason')}"
-                bar.update(task, advance=1, last=f"{record['spec'][:40]} {mark}")
-
+        with ZooProgress(len(names), disable=quiet or not err.is_terminal) as bar:
             result = run_zoo(names, targets=targets, train=train, mode=mode.value, device=device.value, jobs=jobs,
                              timeout=timeout, memory=None if memory is None else int(memory * 2**30),
                              cache=None if no_cache else (cache or default_cache()), executor=executor.value,
-                             address=address, on_start=started, on_result=ended)
+                             address=address, on_start=bar.started, on_result=bar.ended, on_begin=bar.begun,
+                             shrink=shrink)
         written = report.write_outputs(result, out_dir)
         print_lines(out, report.summary(result))
         err.print(f"written: {', '.join(str(p) for p in written)}", style="green")

@@ -12,10 +12,11 @@ from typing import Any
 
 from opaudit import __version__
 from opaudit.zoo.run import ZooResult
+from opaudit.zoo.shrink import cut_text
 
 CSV_COLUMNS = ["model", "family", "head", "target", "vendor", "release", "torch", "verdict", "missing_ops", "missing",
                "version_skew_ops", "unknown_ops", "cpu_fallback_ops", "status", "reason", "error", "mode", "calls",
-               "ops", "duration_s", "config_fixes"]
+               "ops", "duration_s", "config_fixes", "cut"]
 ZOO_SCHEMA = "opaudit-zoo/1"
 
 
@@ -26,7 +27,7 @@ def rows(z: ZooResult) -> list[dict[str, Any]]:
         common = {"model": r["spec"], "family": r.get("family") or "", "head": r.get("head") or "",
                   "status": r["status"], "reason": r.get("reason") or "", "error": r.get("error") or "",
                   "mode": r.get("mode") or "", "calls": r.get("calls") or 0, "ops": r.get("ops") or 0,
-                  "duration_s": r.get("duration_s") or 0.0, "config_fixes": fixes_text(r)}
+                  "duration_s": r.get("duration_s") or 0.0, "config_fixes": fixes_text(r), "cut": cut_text(r)}
         if r["status"] != "ok":
             out.append({**dict.fromkeys(CSV_COLUMNS, ""), **common, "verdict": "error", "missing_ops": 0,
                         "version_skew_ops": 0, "unknown_ops": 0, "cpu_fallback_ops": 0})

@@ -31,7 +31,8 @@ from opaudit.errors import InputError, OpauditError, describe_exception
 EXECUTORS = ("local", "ray")
 DEFAULT_TIMEOUT = 600.0
 START_TIMEOUT = 300.0  # seconds a model's process may take to start (the fork server's imports, on a busy machine)
-RECORD_VERSION = 3  # 2: a model meta cannot run is traced for real; 3: records name their configuration fixes
+RECORD_VERSION = 4  # 2: a model meta cannot run is traced for real; 3: records name their configuration fixes;
+# 4: records name the cut of --shrink
 # ops of the audit's per-target lists that a zoo keeps (what blocks a model, what the data does not know)
 KEPT = ("missing", "skew", "unknown", "fallback")
 RETRY_SHARE = 0.6  # of the memory a model meta cannot run may take to be traced for real
@@ -53,6 +54,7 @@ class Job:
     memory: int | None = None  # bytes of address space
     threads: int = 1
     config_fixes: dict[str, Any] = field(default_factory=dict)  # fixes of the default configuration (hf)
+    shrink: bool = False  # cut the configuration until the model runs for real (shrink.py), the cut recorded
 
 
 @dataclass
@@ -84,12 +86,12 @@ def coverage_db_version(root: Path | None = None) -> str:
 
 
 def job_key(spec: str, config_hash: str, *, targets: Sequence[str], train: bool, mode: str, device: str,
-            db_version: str) -> str:
+            db_version: str, shrink: bool = False) -> str:
     import torch
 
     parts = {"spec": spec, "config": config_hash, "torch": torch.__version__, "opaudit": opaudit.__version__,
              "coverage_db": db_version, "targets": list(targets), "train": train, "mode": mode, "device": device,
-             "record": RECORD_VERSION}
+             "record": RECORD_VERSION, "shrink": shrink}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -102,35 +104,29 @@ def work(job: Job) -> dict[str, Any]:
 
     record = _base(job)
     started = time.perf_counter()
-    try:
-        from opaudit.auditing import audit
-        from opaudit.zoo.specs import load_spec
+    torch.set_num_threads(max(1, job.threads))
+    cuts: list[tuple[str, str, dict[str, Any]]] = [("", job.spec, {})]
+    if job.shrink:
+        from opaudit.zoo.shrink import levels
 
-        torch.set_num_threads(max(1, job.threads))
-        named = load_spec(job.spec)
-        record["config_fixes"] = named.fixes
-
-        def traced(mode: str) -> Any:
-            return opaudit.trace(named.make_model, named.make_inputs, train=job.train, mode=mode,
-                                 loss_fn=named.loss_fn, optimizer=named.optimizer, source=named.source,
-                                 device=job.device)
-
-        retried = None
+        cuts = levels(job.spec)
+    tried: list[dict[str, Any]] = []
+    for i, (level, spec, sets) in enumerate(cuts):
+        if level:
+            record["cut"] = {"level": level, "set": sets, "tried": tried}
         try:
-            trace = traced(job.mode)
-        except OpauditError as e:
-            if job.mode != "auto" or not _needs_data(e.message) or not _fits(named, job):
-                raise
-            # meta tensors hold no data: a model that reads its values (a MoE's routing as a list) is traced
-            # for real where it fits in the memory cap
-            retried = e.message
-            trace = traced("real")
-        result = audit(trace, job.targets, landscape=False)
-    except (OpauditError, MemoryError, Exception) as e:  # a model's failure is a record, not the zoo's end
-        message = e.message if isinstance(e, OpauditError) else describe_exception(e)
-        record.update(status="failed", reason=_reason(message, e), error=message)
-        record["duration_s"] = round(time.perf_counter() - started, 2)
-        return record
+            trace, result, retried = _traced(job, spec, record)
+            break
+        except (OpauditError, MemoryError, Exception) as e:  # a model's failure is a record, not the zoo's end
+            message = e.message if isinstance(e, OpauditError) else describe_exception(e)
+            reason = _reason(message, e)
+            if i + 1 < len(cuts) and reason not in ("package", "memory", "spec"):
+                # a cut the configuration's cross-checks refuse at run time: the next, less cut, level
+                tried.append({"level": level, "reason": reason, "error": message[:500]})
+                continue
+            record.update(status="failed", reason=reason, error=message)
+            record["duration_s"] = round(time.perf_counter() - started, 2)
+            return record
     m = trace.meta
     reason = m.mode_reason if retried is None else f"meta could not run it ({retried}); traced for real"
     record.update(status="ok", mode=m.mode, mode_reason=reason, calls=m.total_calls,
@@ -147,6 +143,32 @@ def work(job: Job) -> dict[str, Any]:
 # what torch says when code reads the data of a meta tensor
 _META_DATA = ("cannot copy out of meta tensor", "cannot be called on meta tensors",
               "register_meta function for torch.nonzero()", "meta_nonzero_assume_all_nonzero")
+
+
+def _traced(job: Job, spec: str, record: dict[str, Any]) -> tuple[Any, Any, str | None]:
+    """Trace and audit ``spec`` as ``job`` asks: the trace, the audit and the meta error a real run followed."""
+    from opaudit.auditing import audit
+    from opaudit.zoo.specs import load_spec
+
+    named = load_spec(spec)
+    record["config_fixes"] = named.fixes
+
+    def traced(mode: str) -> Any:
+        return opaudit.trace(named.make_model, named.make_inputs, train=job.train, mode=mode,
+                             loss_fn=named.loss_fn, optimizer=named.optimizer, source=named.source,
+                             device=job.device)
+
+    retried = None
+    try:
+        trace = traced(job.mode)
+    except OpauditError as e:
+        if job.mode != "auto" or not _needs_data(e.message) or not _fits(named, job):
+            raise
+        # meta tensors hold no data: a model that reads its values (a MoE's routing as a list) is traced
+        # for real where it fits in the memory cap
+        retried = e.message
+        trace = traced("real")
+    return trace, audit(trace, job.targets, landscape=False), retried
 
 
 def _needs_data(message: str) -> bool:
@@ -182,7 +204,8 @@ def _base(job: Job) -> dict[str, Any]:
 
     return {"spec": job.spec, "key": job.key, "kind": job.kind, "family": job.family, "head": job.head,
             "config_hash": job.config_hash, "train": job.train, "torch": torch.__version__,
-            "opaudit": opaudit.__version__, "config_fixes": job.config_fixes, "status": "failed", "reason": None,
+            "opaudit": opaudit.__version__, "config_fixes": job.config_fixes, "cut": None, "status": "failed",
+            "reason": None,
             "error": None, "mode": None,
             "mode_reason": None, "calls": 0, "ops": 0, "duration_s": 0.0, "targets": []}
 
@@ -253,9 +276,16 @@ def _context() -> Any:
         _CONTEXT = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         if "forkserver" in methods:
             # transformers' modeling_utils alone takes seconds to import: once here, not once per model
+            # so are the modules every trace on the CUDA path imports (the simulated device, the lint rules
+            # its collectives read, the dtype data): 1-2 s a model otherwise, as long as a small model's trace
             _CONTEXT.set_forkserver_preload(["torch", "transformers", "transformers.modeling_utils",
-                                             "transformers.models.auto.modeling_auto", "opaudit.auditing",
-                                             "opaudit.tracing", "opaudit.zoo.specs", "opaudit.zoo.run"])
+                                             "transformers.models.auto.modeling_auto", "transformers.generation.utils",
+                                             "transformers.masking_utils", "transformers.modeling_layers",
+                                             "transformers.processing_utils", "opaudit.auditing", "opaudit.tracing",
+                                             "opaudit.fallback.simulator", "opaudit.fallback.device",
+                                             "opaudit.lint.engine", "opaudit.lint.rules", "opaudit.matrix.cuda_dtypes",
+                                             "opaudit.matrix.probe", "opaudit.zoo.specs", "opaudit.zoo.shrink",
+                                             "opaudit.zoo.run"])
     return _CONTEXT
 
 
@@ -358,7 +388,8 @@ def _by_type(spec: str) -> bool:
 
 
 def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str, device: str, timeout: float,
-         memory: int | None, threads: int, cache: Path | None = None) -> tuple[list[Job], dict[str, dict[str, Any]]]:
+         memory: int | None, threads: int, cache: Path | None = None,
+         shrink: bool = False) -> tuple[list[Job], dict[str, dict[str, Any]]]:
     """A Job per spec that resolves; a failed record for each that does not (a typo, a model type without
     a head): those are the zoo's results too."""
     from opaudit.zoo.specs import load_spec
@@ -373,9 +404,9 @@ def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str
         if isinstance(hit, list) and len(hit) == 5 and isinstance(hit[4], dict):
             family, head, kind, config_hash, fixes = hit
             key = job_key(spec, config_hash, targets=targets, train=train, mode=mode, device=device,
-                          db_version=db_version)
+                          db_version=db_version, shrink=shrink)
             jobs.append(Job(spec, key, family, head, kind, config_hash, list(targets), train, mode, device, timeout,
-                            memory, threads, fixes))
+                            memory, threads, fixes, shrink))
             continue
         try:
             named = load_spec(spec, build=False)
@@ -383,15 +414,16 @@ def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str
             message = e.message + (f" ({e.hint})" if e.hint else "") if isinstance(e, OpauditError) \
                 else describe_exception(e)
             bad[spec] = {"spec": spec, "key": None, "kind": spec.partition(":")[0] if ":" in spec else "file",
-                         "family": "", "head": "", "config_hash": None, "config_fixes": {}, "train": train,
+                         "family": "", "head": "", "config_hash": None, "config_fixes": {}, "cut": None,
+                         "train": train,
                          "status": "failed",
                          "reason": "spec", "error": message, "mode": None,
                          "mode_reason": None, "calls": 0, "ops": 0, "duration_s": 0.0, "targets": []}
             continue
         key = job_key(spec, named.config_hash, targets=targets, train=train, mode=mode, device=device,
-                      db_version=db_version)
+                      db_version=db_version, shrink=shrink)
         jobs.append(Job(spec, key, named.family, named.head, named.kind, named.config_hash, list(targets), train,
-                        mode, device, timeout, memory, threads, named.fixes))
+                        mode, device, timeout, memory, threads, named.fixes, shrink))
         if _by_type(spec):
             table[spec] = [named.family, named.head, named.kind, named.config_hash, named.fixes]
     if table_path is not None and len(table) > known:
@@ -435,10 +467,12 @@ def run_zoo(specs: Sequence[str], *, targets: Sequence[str] | None = None, train
             device: str = "cuda", jobs: int | None = None, timeout: float = DEFAULT_TIMEOUT,
             memory: int | None = None, cache: Path | None = None, executor: str = "local",
             address: str | None = None, on_start: Callable[[int, int], None] | None = None,
-            on_result: Callable[[dict[str, Any]], None] | None = None) -> ZooResult:
+            on_result: Callable[[dict[str, Any]], None] | None = None,
+            on_begin: Callable[[str], None] | None = None, shrink: bool = False) -> ZooResult:
     """Trace and audit every model of ``specs`` against ``targets``, ``jobs`` at a time, each in a process of
     its own. ``cache``: a folder of earlier records (None: no cache). ``on_start(cached, to_run)`` once
-    the plan is made, ``on_result(record)`` as each model ends (cached ones first)."""
+    the plan is made, ``on_begin(spec)`` as a model starts, ``on_result(record)`` as each model ends (cached
+    ones first). ``shrink``: each configuration cut until the model runs for real (shrink.py)."""
     if executor not in EXECUTORS:
         raise InputError(f"unknown executor {executor!r}", hint=f"one of {', '.join(EXECUTORS)}")
     if not specs:
@@ -449,7 +483,7 @@ def run_zoo(specs: Sequence[str], *, targets: Sequence[str] | None = None, train
     memory = default_memory(jobs) if memory is None else (memory or None)
     threads = max(1, (os.cpu_count() or 1) // jobs)
     planned, bad = plan(list(dict.fromkeys(specs)), targets=keys, train=train, mode=mode, device=device,
-                        timeout=timeout, memory=memory, threads=threads, cache=cache)
+                        timeout=timeout, memory=memory, threads=threads, cache=cache, shrink=shrink)
     done: dict[str, dict[str, Any]] = dict(bad)
     todo: list[Job] = []
     for job in planned:
@@ -477,11 +511,16 @@ def run_zoo(specs: Sequence[str], *, targets: Sequence[str] | None = None, train
 
             run_on_ray(todo, jobs=jobs, address=address, finished=finished)
         else:
+            def begun(job: Job) -> dict[str, Any]:
+                if on_begin is not None:
+                    on_begin(job.spec)
+                return run_job(job)
+
             with ThreadPoolExecutor(max_workers=jobs) as pool:
-                futures = [pool.submit(run_job, job) for job in todo]
+                futures = [pool.submit(begun, job) for job in todo]
                 for f in as_completed(futures):
                     finished(f.result())
     records = [done[s] for s in dict.fromkeys(specs)]
     options = {"train": train, "mode": mode, "device": device, "jobs": jobs, "timeout": timeout, "memory": memory,
-               "executor": executor}
+               "executor": executor, "shrink": shrink}
     return ZooResult(records, keys, train, cached, round(time.perf_counter() - started, 2), options)

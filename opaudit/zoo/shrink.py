@@ -1,0 +1,246 @@
+"""A zoo traced for real: each model's configuration cut until the model fits and runs on real kernels.
+
+A default configuration is often too big to run (``hf:llama`` is 6.7 B parameters), and a model too big runs on
+meta tensors, where no kernel checks a dtype or an index. ``opaudit zoo --shrink`` cuts each configuration to a
+small model of the same op kinds, in levels, the most cut first:
+
+=========  ===================================================================================================
+``small``  the layers as :func:`opaudit.zoo.specs.with_layers` cuts them (one of each kind), and every width
+           divided by one power of two (hidden sizes to about 128, the same factor in every sub-configuration so
+           that the sizes one configuration names of another stay equal), the attention heads divided by the same
+           factor where they can be, keeping each head's size (rotary sections, sizes a model hard-codes hold),
+           else at most 4 heads with the head size following the width; the key/value heads, linear-attention
+           heads and the like divided with them, so their ratios hold; at most 4 experts and 2 per token (expert
+           groups following); the vocabulary cut to 1,024 or past the highest special token the configuration
+           names
+``narrow`` the layers, the vocabulary, the experts and the feed-forward widths only (no hidden size or head is
+           touched: fewer of a configuration's cross-checks to meet)
+``layers`` the layers only (``--layers 1`` of the bench)
+``full``   the configuration as it is
+=========  ===================================================================================================
+
+Each level is built on meta first (no memory); one that does not build (a configuration's own cross-checks)
+is skipped, and the zoo falls back to the next where the model's trace fails at one (run.py). The cut a model
+was traced with is named in its record (``cut``: the level and the fields it set).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, TypeGuard
+
+from opaudit.zoo.specs import SUB_CONFIGS, _hf_config, _picks_layers, _shrunk, load_spec, split_overrides
+
+LEVELS = ("small", "narrow", "layers", "full")
+WIDTH = 128  # about the hidden size a cut model keeps
+HEADS = 4  # at most this many attention heads
+EXPERTS, PER_TOKEN = 4, 2
+VOCAB = 1024
+
+# the main width of a configuration, the first it sets
+_MAIN = ("hidden_size", "d_model", "n_embd", "embed_dim", "dim")
+# sizes that scale with the width (divided by the factor where it divides them)
+_WIDTHS = (*_MAIN, "intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff", "d_inner",
+           "n_inner", "moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size",
+           "moe_ffn_hidden_size", "dense_intermediate_size", "kv_lora_rank", "q_lora_rank", "out_hidden_size",
+           "text_hidden_size", "vision_hidden_size", "audio_hidden_size", "encoder_hidden_size", "output_hidden_size",
+           "projector_hidden_size", "projection_dim", "embedding_size", "word_embed_proj_dim", "mlp_dim",
+           "hidden_size_per_layer_input", "cross_attention_hidden_size", "decoder_hidden_size", "hidden_dim",
+           "mm_hidden_size", "vision_embed_dim", "text_embed_dim", "pooler_output_size", "classifier_proj_size",
+           "mamba_d_state", "state_size", "time_step_rank", "conv_dim_out", "fusion_hidden_size",
+           "output_channels", "encoder_hidden_dim", "decoder_ffn_hidden_size")
+_INNER = ("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff", "d_inner", "n_inner",
+          "moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size",
+          "moe_ffn_hidden_size", "dense_intermediate_size")
+# head counts: the first is the attention's, the others divided by the same factor
+_HEAD_COUNTS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "encoder_attention_heads",
+                "decoder_attention_heads", "attention_heads")
+_GROUPED = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "linear_num_key_heads", "linear_num_value_heads",
+            "swa_num_attention_heads", "swa_num_key_value_heads", "index_n_heads", "mamba_n_heads",
+            "linear_num_heads", "encoder_attention_heads", "decoder_attention_heads", "num_heads", "n_head",
+            "n_heads", "attention_heads")
+# sizes per head, cut by the heads' own factor
+_PER_HEAD = ("head_dim", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "qk_head_dim", "index_head_dim",
+             "linear_key_head_dim", "linear_value_head_dim", "swa_head_dim", "d_kv", "mamba_d_head", "dim_head",
+             "rotary_dim", "linear_head_dim", "attention_head_dim", "kv_channels")
+_EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts")
+_PER_TOKEN = ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts", "moe_k")
+
+
+def _int(v: Any) -> TypeGuard[int]:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _special_ids(config: Any, out: list[int]) -> list[int]:
+    """Every token id the configuration names (``*_token_id``, ``*_token_index`` and their lists), at any depth."""
+    if isinstance(config, dict):
+        for k, v in config.items():
+            if isinstance(v, dict):
+                _special_ids(v, out)
+            elif str(k).endswith(("token_id", "token_index", "token_ids")):
+                out += [v] if _int(v) else [x for x in v if _int(x)] if isinstance(v, list) else []
+    return out
+
+
+def _factor(config: dict[str, Any]) -> int:
+    """The power of two that takes the model's main width to about WIDTH (the text's, where a composite has one)."""
+    for c in (config, config.get("text_config"), config.get("decoder"), config.get("decoder_config")):
+        if isinstance(c, dict):
+            d = next((c[k] for k in _MAIN if _int(c.get(k))), None)
+            if d:
+                return 2 ** max(0, int(math.log2(max(1, d) / WIDTH)))
+    return 1
+
+
+def _cut_dict(c: dict[str, Any], s: int, prefix: str, level: str, root: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+
+    def put(k: str, v: Any) -> None:
+        if c.get(k) != v:
+            out[prefix + k] = v
+
+    # experts: at most EXPERTS, PER_TOKEN per token, groups following
+    experts = next((k for k in _EXPERTS if _int(c.get(k)) and c[k] > EXPERTS), None)
+    if experts:
+        put(experts, EXPERTS)
+        groups = c.get("n_group")
+        if _int(groups) and groups > 1:
+            put("n_group", 2)
+            if _int(c.get("topk_group")):
+                put("topk_group", 1)
+        for k in _PER_TOKEN:
+            if _int(c.get(k)) and c[k] > PER_TOKEN:
+                put(k, PER_TOKEN)
+        if _int(c.get("n_shared_experts")) and c["n_shared_experts"] > 1:
+            put("n_shared_experts", 1)
+    # the vocabulary: past every special token
+    vocab = c.get("vocab_size")
+    if _int(vocab) and vocab > VOCAB:
+        ids = _special_ids(root, [])
+        want = max(VOCAB, max(ids, default=0) + 1)
+        if want < vocab:
+            put("vocab_size", want)
+    if level == "narrow":
+        for k in _INNER:
+            v = c.get(k)
+            if _int(v) and v > WIDTH * 4:
+                put(k, WIDTH * 4)
+        return out
+    if s <= 1:
+        return out
+    for k in _WIDTHS:
+        v = c.get(k)
+        if _int(v) and v >= s and v % s == 0:
+            put(k, v // s)
+        elif isinstance(v, list) and v and all(_int(x) and x % s == 0 and x >= s for x in v):
+            put(k, [x // s for x in v])
+    # heads: at most HEADS, the head's size following the width (hd * q / s), at least 16 and even
+    heads_key = next((k for k in _HEAD_COUNTS if _int(c.get(k)) and c[k] > 0), None)
+    main = next((c[k] for k in _MAIN if _int(c.get(k))), None)
+    if heads_key is None:
+        return out
+    h = c[heads_key]
+    explicit = _int(c.get("head_dim"))
+    hd = c["head_dim"] if explicit else (main // h if main and main % h == 0 else None)
+    q = None
+    if h % s == 0 or explicit:
+        # fewer heads of the same size: rotary sections, hard-coded head sizes and the like still hold
+        q = s if h % s == 0 else max(d for d in range(1, min(s, h) + 1) if h % d == 0)
+        hd = None
+    else:  # at most HEADS heads, the head's size following the width (hd * q / s), at least 16 and even
+        for want in (HEADS, 2, 1, 8, 16, h):
+            if want > h or h % want:
+                continue
+            cand = h // want
+            if hd is None or (hd * cand % s == 0 and hd * cand // s >= 16 and (hd * cand // s) % 2 == 0):
+                q = cand
+                break
+    if q is None or q == 1:
+        return out
+    put(heads_key, h // q)
+    for k in _GROUPED:
+        v = c.get(k)
+        if k != heads_key and _int(v) and v > 0:
+            put(k, max(1, v // q) if v % q == 0 or v >= q else 1)
+    kv = out.get(prefix + "num_key_value_heads", c.get("num_key_value_heads"))
+    if _int(kv) and kv > 0 and (h // q) % kv:
+        put("num_key_value_heads", 1)
+    if hd is not None and (hd * q) % s == 0:
+        for k in _PER_HEAD:
+            v = c.get(k)
+            if _int(v) and v > 1 and (v * q) % s == 0 and v * q // s >= 2:
+                put(k, v * q // s)
+        for rope in ("rope_parameters", "rope_scaling"):  # multimodal rotary sections add up to half a head
+            r = c.get(rope)
+            if isinstance(r, dict):
+                sections = r.get("mrope_section")
+                if isinstance(sections, list) and all(_int(x) and (x * q) % s == 0 for x in sections):
+                    put(rope, {**r, "mrope_section": [x * q // s for x in sections]})
+    return out
+
+
+def cut(spec: str, level: str) -> dict[str, Any]:
+    """The overrides that cut ``spec``'s configuration at ``level`` (``{}`` where nothing is cut); a spec's own
+    overrides are kept."""
+    if level == "full" or not spec.startswith("hf:"):
+        return {}
+    base, overrides = split_overrides(spec)
+    config = _hf_config(spec, base.removeprefix("hf:"), overrides)[0].to_dict()
+    sets = _shrunk(config, 1, "")
+    for sub in SUB_CONFIGS:
+        if isinstance(config.get(sub), dict) and not (sub == "vision_config" and _picks_layers(config)):
+            sets.update(_shrunk(config[sub], 1, f"{sub}."))
+    if level != "layers":
+        s = _factor(config)
+        sets.update(_cut_dict(config, s, "", level, config))
+        for sub, value in config.items():
+            if isinstance(value, dict) and (sub in SUB_CONFIGS or sub.endswith("_config")):
+                sets.update(_cut_dict(value, s, f"{sub}.", level, config))
+    return {k: v for k, v in sets.items() if k not in overrides}
+
+
+def with_cut(spec: str, sets: dict[str, Any]) -> str:
+    if not sets:
+        return spec
+    text = "&".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in sets.items())
+    return f"{spec}{'&' if '?' in spec else '?'}{text}"
+
+
+def levels(spec: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(level, spec, overrides)`` for each level that builds on meta, the most cut first, distinct specs only;
+    the spec as given always last."""
+    import torch
+
+    found: list[tuple[str, str, dict[str, Any]]] = []
+    seen: set[str] = set()
+    for level in LEVELS[:-1]:
+        try:
+            sets = cut(spec, level)
+        except Exception:  # noqa: BLE001 - the configuration's own error shows when the spec itself runs
+            break
+        smaller = with_cut(spec, sets)
+        if not sets or smaller in seen:
+            continue
+        try:  # built on meta (no memory): a cut that a configuration's cross-checks refuse is skipped
+            with torch.device("meta"):
+                load_spec(smaller).make_model()
+        except Exception:  # noqa: BLE001
+            continue
+        seen.add(smaller)
+        found.append((level, smaller, sets))
+    found.append(("full", spec, {}))
+    return found
+
+
+def cut_text(record: dict[str, Any]) -> str:
+    """A record's cut for the CSV and the page: ``small: hidden_size=128; ...``, ``full`` or "" (not cut)."""
+    c = record.get("cut")
+    if not isinstance(c, dict) or not c.get("level"):
+        return ""
+    sets = c.get("set") or {}
+    return c["level"] + (": " + "; ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in sets.items())
+                         if sets else "")
+
+
+__all__ = ["LEVELS", "cut", "cut_text", "levels", "with_cut"]
