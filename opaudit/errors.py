@@ -1,6 +1,6 @@
 """Errors a user can cause, each with the exit code the command line ends with.
 
-Exit codes (also in the README):
+Exit codes (also in docs/cli.md, whose table tests/test_docs.py holds to these constants):
 
 ====  ==========================================================================================
 0     success (also: a script stopped by ``--max-ops`` or ``--timeout``, which is what they ask for)

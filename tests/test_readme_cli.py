@@ -1,4 +1,4 @@
-"""The README's "Command line" synopsis and the CLI's own `--help` say the same thing: every command that
+"""The "Command line" synopsis of docs/cli.md (the README links it) and the CLI's own `--help` say the same thing: every
 `--help` lists is in the synopsis, every option a command's `--help` shows is named there, every option the
 synopsis names is in that `--help`, and where the synopsis spells out an option's values (`--mode
 auto|real|meta|fake`) they are the values `--help` offers. An option renamed in one place and not the other
@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from opaudit.cli import app
 
-# -- what the README says ---------------------------------------------------------------------------------
+# -- what docs/cli.md says ---------------------------------------------------------------------------------
 
 
 @dataclass
@@ -27,8 +27,8 @@ class Said:
 
 def _synopsis() -> dict[str, Said]:
     """command path ("scan", "matrix list"; "" for `opaudit --version`) -> what its synopsis names."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Command line", 1)[1]
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    section = text.split("# Command line", 1)[1]
     block = section.split("```sh\n", 1)[1].split("```", 1)[0]
     entries: list[tuple[str, str]] = []  # (command path, its text)
     macros: dict[str, str] = {}
@@ -151,19 +151,19 @@ def _every_help() -> dict[str, Help]:
 
 
 def _problems(synopsis: dict[str, Said], helps: dict[str, Help]) -> list[str]:
-    problems = [f"`opaudit {path}` is in --help but not in the README" for path in sorted(set(helps) - set(synopsis))]
-    problems += [f"the README shows `opaudit {path}`, which --help does not list"
+    problems = [f"`opaudit {path}` is in --help but not in docs/cli.md" for path in sorted(set(helps) - set(synopsis))]
+    problems += [f"docs/cli.md shows `opaudit {path}`, which --help does not list"
                  for path in sorted(set(synopsis) - set(helps))]
     for path in sorted(set(helps) & set(synopsis)):
         said, shown = synopsis[path], helps[path]
-        problems += [f"`opaudit {path}`: the README names {o}, which its --help does not show"
+        problems += [f"`opaudit {path}`: docs/cli.md names {o}, which its --help does not show"
                      for o in sorted(said.options - shown.options)]
         # every option of --help is named in at least one of its spellings (-t or --target; --x or --no-x)
-        problems += [f"`opaudit {path}`: the README's synopsis lacks {o}" for o in sorted(shown.options)
+        problems += [f"`opaudit {path}`: docs/cli.md's synopsis lacks {o}" for o in sorted(shown.options)
                      if not shown.spellings[o] & said.options]
         for option, values in sorted(said.choices.items()):
             if option in shown.choices and values != shown.choices[option]:
-                problems.append(f"`opaudit {path} {option}`: the README lists {'|'.join(sorted(values))}, "
+                problems.append(f"`opaudit {path} {option}`: docs/cli.md lists {'|'.join(sorted(values))}, "
                                 f"--help offers {'|'.join(sorted(shown.choices[option]))}")
     return problems
 
@@ -201,8 +201,8 @@ def test_the_readers_read_what_they_should():
 def test_each_kind_of_drift_is_reported():
     """The comparison above fails on each kind of drift: here on a --help edited in memory."""
     helps = _every_help()
-    helps["matrix frob"] = Help()  # a command the README does not show
-    del helps["doctor"]  # a command the README shows that --help lacks
+    helps["matrix frob"] = Help()  # a command docs/cli.md does not show
+    del helps["doctor"]  # a command docs/cli.md shows that --help lacks
     zoo = helps["zoo"]
     names = zoo.spellings.pop("--no-cache")
     zoo.spellings["--no-cached"] = {"--no-cached"}  # renamed in the CLI only
@@ -210,9 +210,9 @@ def test_each_kind_of_drift_is_reported():
     helps["scan"].choices["--mode"] = {"auto", "real", "meta"}  # a value gone
     problems = set(_problems(_synopsis(), helps))
     assert problems >= {
-        "`opaudit matrix frob` is in --help but not in the README",
-        "the README shows `opaudit doctor`, which --help does not list",
-        "`opaudit scan --mode`: the README lists auto|fake|meta|real, --help offers auto|meta|real",
-        "`opaudit zoo`: the README names --no-cache, which its --help does not show",
-        "`opaudit zoo`: the README's synopsis lacks --no-cached",
+        "`opaudit matrix frob` is in --help but not in docs/cli.md",
+        "docs/cli.md shows `opaudit doctor`, which --help does not list",
+        "`opaudit scan --mode`: docs/cli.md lists auto|fake|meta|real, --help offers auto|meta|real",
+        "`opaudit zoo`: docs/cli.md names --no-cache, which its --help does not show",
+        "`opaudit zoo`: docs/cli.md's synopsis lacks --no-cached",
     }

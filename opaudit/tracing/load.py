@@ -1,6 +1,6 @@
 """What to scan: a model file following the convention, or ``file.py:factory``.
 
-The convention (docs in the README)::
+The convention (docs/cli.md)::
 
     def get_model() -> torch.nn.Module            # required (or name a factory: model.py:make)
     def get_inputs() -> Tensor | tuple | dict      # required unless the factory returns (model, inputs)
@@ -113,7 +113,7 @@ def load_model_file(target: str) -> ModelSpec:
         available = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
                            and getattr(v, "__module__", None) == module.__name__)
         where = f"{path.name} has no function {name}()"
-        hint = ("define get_model() and get_inputs() in it (see the README), or name a factory: "
+        hint = ("define get_model() and get_inputs() in it (see docs/cli.md), or name a factory: "
                 f"opaudit scan {file}:FACTORY")
         if available:
             hint += f"; functions defined there: {', '.join(available)}"

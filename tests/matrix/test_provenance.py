@@ -67,7 +67,7 @@ def test_nothing_shipped_cites_a_file_outside_the_repository():
 def test_every_cited_anchor_is_on_the_page(page):
     on_page = anchors(page)
     cited: dict[str, list[str]] = {}
-    for path in [*shipped_files(), ROOT / "README.md", ROOT / "DEVELOPERS.md"]:
+    for path in [*shipped_files(), ROOT / "README.md", ROOT / "DEVELOPERS.md", *sorted((ROOT / "docs").glob("*.md"))]:
         for m in provenance.CITED.finditer(path.read_text(encoding="utf-8")):
             cited.setdefault(m.group(1), []).append(path.relative_to(ROOT).as_posix())
     missing = {a: files[:3] for a, files in cited.items() if a not in on_page}

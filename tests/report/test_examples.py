@@ -1,4 +1,4 @@
-"""The example reports linked from the README are current: re-rendering each committed trace with
+"""The example reports linked from the README and docs/audit.md are current: re-rendering each committed trace with
 today's coverage_db and report code gives the committed files byte for byte."""
 
 from __future__ import annotations
