@@ -106,6 +106,30 @@ def summary(z: ZooResult) -> list[str]:
     return lines
 
 
+def labels(records: list[dict[str, Any]]) -> list[str]:
+    """A short name per model for the page, its type: ``llama``; with its head where the type comes with several
+    heads (``bert:SequenceClassification``), numbered where the same type and head come twice (other overrides);
+    a spec that did not resolve, the spec up to its overrides. The full spec stays in the tooltip and the CSV."""
+    def base(r: dict[str, Any]) -> str:
+        if r.get("family"):
+            return str(r["family"])
+        return r["spec"].partition("?")[0].removeprefix("hf:")[:60]
+
+    names = [base(r) for r in records]
+    heads: dict[str, set[str]] = {}
+    for r, name in zip(records, names, strict=True):
+        heads.setdefault(name, set()).add(r.get("head") or "")
+    names = [f"{n}:{r['head']}" if len(heads[n]) > 1 and r.get("head") else n
+             for r, n in zip(records, names, strict=True)]
+    seen: Counter[str] = Counter(names)
+    count: Counter[str] = Counter()
+    out = []
+    for n in names:
+        count[n] += 1
+        out.append(f"{n} #{count[n]}" if seen[n] > 1 else n)
+    return out
+
+
 def html_text(z: ZooResult, *, title: str = "opaudit zoo") -> str:
     import jinja2
 
@@ -117,11 +141,12 @@ def html_text(z: ZooResult, *, title: str = "opaudit zoo") -> str:
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     data = {"targets": [{"key": k, "vendor": k.partition("@")[0], "release": k.partition("@")[2]}
                         for k in z.targets],
-            "models": [{"spec": r["spec"], "family": r.get("family") or "", "head": r.get("head") or "",
+            "models": [{"spec": r["spec"], "label": label, "family": r.get("family") or "", "head": r.get("head") or "",
                         "status": r["status"], "error": r.get("error") or "", "mode": r.get("mode") or "",
-                        "fixes": fixes_text(r),
+                        "fixes": fixes_text(r), "cut": cut_text(r),
                         "results": {t["target"]: [t["verdict"], t["summary"], t["missing"]]
-                                    for t in r.get("targets", [])}} for r in z.records],
+                                    for t in r.get("targets", [])}}
+                       for r, label in zip(z.records, labels(z.records), strict=True)],
             "colours": {**VERDICT_COLOURS, "error": "#555b66"}}
     ok = sum(r["status"] == "ok" for r in z.records)
     fixed = sum(bool(r.get("config_fixes")) for r in z.records)
