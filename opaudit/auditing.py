@@ -16,6 +16,9 @@ How a trace row maps to a status on a target:
 - a ``choice`` row (a composite whose kernel PyTorch picks per device): what the target would pick;
 - an op recorded *within* a choice (the backward of the CPU's pick): the status of the choice on the
   target, since the target runs its own pick's backward, not the CPU's;
+- an op recorded within a device branch of torch's Python (``branch:<id>``, tracing/branches.py): as recorded
+  on targets that take the CUDA arm; on a target whose device type takes the other arm, the status of that arm's
+  ops (the target never runs the recorded ones);
 - an ``api`` row (a CompositeImplicitAutograd function the model called, such as ``rms_norm``): whether
   the target's PyTorch has it (``Matrix.resolve_api``); its decomposition's ops are rows of their own, so
   it counts in the verdict only where that PyTorch lacks it (``version_skew``), or has kernels for it
@@ -37,6 +40,7 @@ from opaudit.errors import InputError
 from opaudit.matrix import Database, Matrix, Support, load_database, load_matrix
 from opaudit.matrix.matrix import STATUSES, dtype_names
 from opaudit.matrix.torchops import version_key
+from opaudit.tracing import branches
 from opaudit.tracing.schema import PHASES, Trace
 
 if TYPE_CHECKING:
@@ -322,7 +326,11 @@ def default_targets(db: Database | None = None) -> list[str]:
 
 
 def _status(m: Matrix, g: OpGroup, trace: Trace) -> Support:
-    if g.within:
+    branch = branches.of(g.within)
+    if branch is not None:
+        if branch.taken_elsewhere(m.release.device_type, m.release.torch):
+            return _other_arm(m, branch)
+    elif g.within:
         choice = m.resolve(g.within)
         pick = choice.via or g.within.removeprefix("aten::").removesuffix(".default")
         return Support(choice.status, via=pick,
@@ -333,8 +341,24 @@ def _status(m: Matrix, g: OpGroup, trace: Trace) -> Support:
     return m.resolve_call(g.op, g.dtypes, trace.registrations.get(g.op) if g.kind == "custom" else None)
 
 
+def _other_arm(m: Matrix, branch: branches.Branch) -> Support:
+    """An op of a device branch's CUDA arm, on a target that takes the other arm: the status of the other arm's
+    ops there (the worst of them), with the branch named."""
+    results = [m.resolve_call(op, ("|".join(dtypes),) if dtypes else ()) for op, dtypes in branch.other_arm]
+    worst = max(results, key=lambda s: STATUSES.index(s.status), default=Support("native"))
+    via = ", ".join(short(op) for op, _ in branch.other_arm) or None
+    return Support(worst.status, via=via, note=branch.describe(m.release.device_type)
+                   + (f" ({worst.note})" if worst.note else ""))
+
+
+def _judged_as_recorded(m: Matrix, g: OpGroup) -> bool:
+    """False for an op of a device branch's CUDA arm on a target that takes the other arm."""
+    branch = branches.of(g.within)
+    return branch is None or not branch.taken_elsewhere(m.release.device_type, m.release.torch)
+
+
 def _caveats(m: Matrix, g: OpGroup) -> list[str]:
-    if (g.kind == "choice" and not g.dtypes) or g.kind == "api":
+    if (g.kind == "choice" and not g.dtypes) or g.kind == "api" or not _judged_as_recorded(m, g):
         return []
     return [c.describe() for c in m.caveats(g.op, g.dtypes)]
 
@@ -463,7 +487,7 @@ def _advise(a: Audit, key: str, db: Database) -> None:
     limited: Counter[str] = Counter()
     limited_ops, skipped_ops = set(), set()
     for g in a.groups:
-        if g.kind == "choice" and not g.dtypes:
+        if (g.kind == "choice" and not g.dtypes) or not _judged_as_recorded(m, g):
             continue
         for c in m.caveats(g.op, g.dtypes):
             if c.kind == "test_skip":

@@ -56,6 +56,7 @@ from opaudit.fallback.tensor import (
     state,
 )
 from opaudit.matrix.registrations import read as read_registration
+from opaudit.tracing.branches import installed as installed_branches
 from opaudit.tracing.compiled import EagerCompile
 
 BUILTIN_TYPES = frozenset({"cpu", "cuda", "xpu", "mps", "xla", "hpu", "mtia", "maia", "meta", "ipu", "ve", "lazy",
@@ -255,6 +256,9 @@ class Simulator:
                                     kwargs)
         if support.status != "missing":
             return _AS_PLANNED
+        branch = installed_branches().around()
+        if branch is not None and branch.taken_elsewhere(self.device_type, self.release.torch):
+            return _AS_PLANNED  # torch's own CUDA arm, which this device type never takes: its own arm runs there
         line = user_line()
         dtypes = ", ".join(sorted((used & self.unheld) or used))
         if self.strict:

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from opaudit.tracing import branches
 from opaudit.tracing.schema import PHASES, Trace
 
 _PHASE_STYLE = {"forward": "cyan", "backward": "magenta", "optimizer": "green"}
@@ -70,7 +71,8 @@ def op_table(trace: Trace, *, top: int | None = None):
         shown = set(outer["op"]) if len(outer) else set()
         orphans = in_phase[(in_phase["within"] != "") & ~in_phase["within"].isin(shown)]
         for within, inner in orphans.groupby("within", sort=True):
-            ordered.append({"phase": phase, "within": "", "kind": "choice", "op": within, "calls": None,
+            heading = "branch" if branches.of(within) else "choice"  # a device branch of torch's Python: always here
+            ordered.append({"phase": phase, "within": "", "kind": heading, "op": within, "calls": None,
                             "dtypes": [], "modules": [], "sources": []})
             inner = inner.sort_values(["calls", "op"], ascending=[False, True], kind="stable")
             ordered.extend(x._asdict() for x in inner.itertuples(index=False))
@@ -138,7 +140,7 @@ def _phase_table(rows, width: int) -> Table:
         t.add_column("source", no_wrap=True, overflow="ellipsis", width=rest - rest // 2)
     current_choice = None
     for r in rows.itertuples():
-        if r.kind == "choice":
+        if r.kind in ("choice", "branch"):
             current_choice = r.op
         name = display_name(r.op)
         if r.within:
@@ -149,6 +151,9 @@ def _phase_table(rows, width: int) -> Table:
         if r.kind == "choice":
             op.stylize("bold blue")
             op.append(" [choice]", style="blue")
+        elif r.kind == "branch":
+            op.stylize("bold magenta")
+            op.append(" [device branch]", style="magenta")
         elif r.kind == "custom":
             op.stylize("bold yellow")
             op.append(" [custom]", style="yellow")

@@ -151,7 +151,7 @@ def _wrapper(original: Callable, key: str) -> Callable:
                 module, loc, _ = rec.seq.get(node._sequence_nr()) or (None, None, None)
                 phase = "backward"
             else:
-                phase, module, loc = rec._where(getframe(1))
+                phase, module, loc, _ = rec._where(getframe(1))
             sig, where = rec.call_signature(args, kwargs)
             k = (key, "api", phase, sig, module, loc, None, _shapes(args, kwargs) if rec.shapes else None, where)
             counts = rec.counts

@@ -18,7 +18,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from opaudit.tracing.branches import installed as installed_branches
+
 _USER, _INTERNAL, _OPTIMIZER, _BACKWARD, _OPAUDIT = 0, 1, 2, 3, 4
+_BRANCH = 8  # a flag on a code's kind: the code holds a device branch's CUDA arm (branches.py); never on _USER
 
 # what SourceLocator.locate says about the frames it passed on the way to the user's line
 HINT_NONE, HINT_OPTIMIZER, HINT_BACKWARD = 0, _OPTIMIZER, _BACKWARD
@@ -157,6 +160,7 @@ class SourceLocator:
         # the code objects are kept in _codes so that their ids stay theirs
         self._kind: dict[int, int] = {}
         self._codes: dict[int, CodeType] = {}
+        self.branches = installed_branches()
 
     def _classify(self, code: CodeType) -> int:
         fn = code.co_filename
@@ -176,6 +180,8 @@ class SourceLocator:
                 kind = _INTERNAL
             else:
                 kind = _USER
+        if kind != _USER and self.branches.holds(code):
+            kind |= _BRANCH
         self._kind[id(code)] = kind
         self._codes[id(code)] = code
         return kind
@@ -185,8 +191,9 @@ class SourceLocator:
         kind = self._kind.get(id(code))
         return self._classify(code) if kind is None else kind
 
-    def locate(self, frame: FrameType | None) -> tuple[tuple[int, int] | None, int]:
-        """(id of the code, instruction offset) of the first user frame at or above ``frame``, and a phase hint.
+    def locate(self, frame: FrameType | None) -> tuple[tuple[int, int] | None, int, str | None]:
+        """(id of the code, instruction offset) of the first user frame at or above ``frame``, a phase hint, and
+        the device branch (branches.py) whose CUDA arm torch runs on the way, if any.
 
         The offset, not the line: reading ``f_lineno`` decodes the line table on every op, while
         :func:`line_of` does it once per distinct location when the trace is built.
@@ -196,19 +203,28 @@ class SourceLocator:
         """
         kinds = self._kind
         hint = HINT_NONE
+        branch = None
         while frame is not None:
             code = frame.f_code
             kind = kinds.get(id(code))
             if kind is None:
                 kind = self._classify(code)
             if kind == _USER:
-                return (id(code), frame.f_lasti), hint
+                return (id(code), frame.f_lasti), hint, branch
+            if kind & _BRANCH:
+                kind ^= _BRANCH
+                if branch is None:
+                    branch = self.branches.at(code, frame.f_lasti)
             if kind == _OPAUDIT:  # opaudit's own driver called it (default loss, optimizer): no user line
-                return None, hint
+                return None, hint, branch
             if (kind == _OPTIMIZER or kind == _BACKWARD) and hint == HINT_NONE:
                 hint = kind
             frame = frame.f_back
-        return None, hint
+        return None, hint, branch
+
+    def branch_at(self, code: CodeType, offset: int) -> str | None:
+        """The C++ recorder's question for a frame of a code flagged _BRANCH: the arm at ``offset``."""
+        return self.branches.at(code, offset)
 
 
     def resolve(self, loc: tuple[int, int]) -> tuple[str, int]:
@@ -236,7 +252,7 @@ def user_line() -> str | None:
     from opaudit.tracing.recorder import display_path
 
     loc = source_locator()
-    found, _ = loc.locate(sys._getframe(0))  # (frames above 0 may not exist on an autograd device thread)
+    found, _, _ = loc.locate(sys._getframe(0))  # (frames above 0 may not exist on an autograd device thread)
     if found is None:
         return None
     path, line = loc.resolve(found)

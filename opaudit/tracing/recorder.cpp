@@ -49,7 +49,7 @@ namespace {
 
 constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
 enum What { UNPLANNED = -1, RECORD = 0, NOISE = 1, PYTHON = 2 };
-enum CodeKind { USER = 0, INTERNAL = 1, OPTIMIZER = 2, BACKWARD = 3, OPAUDIT = 4 };
+enum CodeKind { USER = 0, INTERNAL = 1, OPTIMIZER = 2, BACKWARD = 3, OPAUDIT = 4, BRANCH = 8 };  // BRANCH: a flag
 enum Cast { NO_CAST = 0, TO_COPY = 1, VIEW_DTYPE = 2 };
 
 struct Plan {
@@ -67,6 +67,7 @@ struct State {
   PyObject* stack = nullptr;    // ModuleStack.stack: the module paths being called
   PyObject* rec = nullptr;      // the Recording (its total, for the Python paths)
   PyObject* planner = nullptr, *handler = nullptr, *classify = nullptr, *unattributed = nullptr, *tick = nullptr;
+  PyObject* branch_at = nullptr;  // SourceLocator.branch_at(code, offset): the device branch's arm there, or None
   PyObject* redispatch = nullptr;  // the handler's "run it below" answer
   PyObject* optimizer_module = nullptr;
   int optimizer_depth = 0;
@@ -92,7 +93,7 @@ void clear_state() {
   S.locations.clear();
   S.code_kinds.clear();
   PyObject** owned[] = {&S.counts, &S.seq, &S.stack, &S.rec, &S.planner, &S.handler, &S.classify,
-                        &S.unattributed, &S.tick, &S.redispatch, &S.optimizer_module};
+                        &S.branch_at, &S.unattributed, &S.tick, &S.redispatch, &S.optimizer_module};
   for (PyObject** p : owned) Py_CLEAR(*p);
   S.on = false;
 }
@@ -129,26 +130,46 @@ PyObject* location(PyObject* code, int offset) {  // borrowed
   return loc;
 }
 
-// SourceLocator.locate: the first user frame's location (None when there is none, borrowed), and a phase hint.
+struct Located {
+  PyObject* found;  // the location (borrowed), Py_None when there is none
+  int hint;
+  py::object branch;  // the device branch whose CUDA arm runs on the way (branches.py), or None
+};
+
+// a frame of a code flagged BRANCH: the label of the arm its offset is in (None outside the arm)
+py::object branch_at(PyObject* code, int offset) {
+  return py::reinterpret_borrow<py::object>(S.branch_at)(py::handle(code), offset);
+}
+
+// SourceLocator.locate: the first user frame's location, a phase hint, and the device branch on the way.
 #ifdef OPAUDIT_INTERPRETER_FRAMES
-std::pair<PyObject*, int> locate() {
+Located locate() {
   int hint = 0;
+  py::object branch = py::none();
   for (_PyInterpreterFrame* f = PyThreadState_Get()->cframe->current_frame; f != nullptr; f = f->previous) {
     if (_PyFrame_IsIncomplete(f)) continue;  // as PyFrame_GetBack skips them
     PyObject* code = reinterpret_cast<PyObject*>(f->f_code);
     int kind = code_kind(code);
     if (kind == USER) {
       int lasti = _PyInterpreterFrame_LASTI(f);
-      return {location(code, lasti < 0 ? -1 : lasti * static_cast<int>(sizeof(_Py_CODEUNIT))), hint};
+      return {location(code, lasti < 0 ? -1 : lasti * static_cast<int>(sizeof(_Py_CODEUNIT))), hint, branch};
+    }
+    if (kind & BRANCH) {
+      kind ^= BRANCH;
+      if (branch.is_none()) {
+        int lasti = _PyInterpreterFrame_LASTI(f);
+        branch = branch_at(code, lasti < 0 ? -1 : lasti * static_cast<int>(sizeof(_Py_CODEUNIT)));
+      }
     }
     if (kind == OPAUDIT) break;
     if ((kind == OPTIMIZER || kind == BACKWARD) && hint == 0) hint = kind;
   }
-  return {Py_None, hint};
+  return {Py_None, hint, branch};
 }
 #else
-std::pair<PyObject*, int> locate() {
+Located locate() {
   int hint = 0;
+  py::object branch = py::none();
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   Py_XINCREF(frame);
   PyObject* found = Py_None;
@@ -160,6 +181,8 @@ std::pair<PyObject*, int> locate() {
       Py_DECREF(code);
       break;
     }
+    if ((kind & BRANCH) && branch.is_none()) branch = branch_at(reinterpret_cast<PyObject*>(code), frame_lasti(frame));
+    kind &= ~BRANCH;
     Py_DECREF(code);
     if (kind == OPAUDIT) break;
     if ((kind == OPTIMIZER || kind == BACKWARD) && hint == 0) hint = kind;
@@ -168,7 +191,7 @@ std::pair<PyObject*, int> locate() {
     frame = back;
   }
   Py_XDECREF(frame);
-  return {found, hint};
+  return {found, hint, branch};
 }
 #endif
 
@@ -312,10 +335,11 @@ void tick() {
   S.limit = py::handle(S.rec).attr("_limit").cast<int64_t>();
 }
 
-// Recording._where: the phase, module and location of an op issued outside the autograd engine.
-void where(PyObject*& phase, py::object& module, py::object& loc) {
-  auto [found, hint] = locate();
+// Recording._where: the phase, module, location and device branch of an op issued outside the autograd engine.
+void where(PyObject*& phase, py::object& module, py::object& loc, py::object& branch) {
+  auto [found, hint, arm] = locate();
   loc = py::reinterpret_borrow<py::object>(found);
+  branch = arm;
   if (hint == 0 && S.optimizer_depth == 0) {
     phase = s_forward;
     Py_ssize_t n = PyList_GET_SIZE(S.stack);
@@ -351,8 +375,7 @@ void record(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c10::
     loc = t[1];
     within = t[2];
   } else {
-    where(phase, module, loc);
-    within = py::none();
+    where(phase, module, loc, within);
     if (phase == s_forward && c10::GradMode::is_enabled()) {
       // signed, as torch's Python binding answers: -1 before the thread's first node
       py::object nr = py::reinterpret_steal<py::object>(
@@ -474,7 +497,8 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
 
 // ---------------------------------------------------------------- the module
 void start(py::object rec, py::dict counts, py::dict seq, py::list stack, py::object planner, py::object handler,
-           py::object classify, py::object unattributed, py::object tick_fn, py::object redispatch,
+           py::object classify, py::object branch_at_fn, py::object unattributed, py::object tick_fn,
+           py::object redispatch,
            py::dict dtypes, bool split_host, bool shapes, int64_t limit) {
   TORCH_CHECK(!S.on, "a recording is already running in C++");
   clear_state();
@@ -493,6 +517,7 @@ void start(py::object rec, py::dict counts, py::dict seq, py::list stack, py::ob
   S.planner = own(planner);
   S.handler = own(handler);
   S.classify = own(classify);
+  S.branch_at = own(branch_at_fn);
   S.unattributed = own(unattributed);
   S.tick = own(tick_fn);
   S.redispatch = own(redispatch);
@@ -530,9 +555,9 @@ bool set_paused(bool paused) {
 py::tuple where_now() {
   TORCH_CHECK(S.on, "no recording runs in C++");
   PyObject* phase;
-  py::object module, loc;
-  where(phase, module, loc);
-  return py::make_tuple(py::handle(phase), module, loc);
+  py::object module, loc, branch;
+  where(phase, module, loc, branch);
+  return py::make_tuple(py::handle(phase), module, loc, branch);
 }
 
 // recorder._signature and recorder._placement of a call made from Python (a choice's, an API's), read in C++:

@@ -123,8 +123,8 @@ class Recording:
                 attr = self._unattributed(node)
             module, loc, within = attr
         else:
-            phase, module, loc = self._where(frame)
-            within = self.within
+            phase, module, loc, branch = self._where(frame)
+            within = self.within or branch
             if phase == "forward" and _grad_enabled():
                 self.seq.setdefault(_next_sequence_nr() - 1, (module, loc, within))
         sig = _signature(args, kwargs)
@@ -135,19 +135,19 @@ class Recording:
         counts = self.counts
         counts[key] = counts.get(key, 0) + 1
 
-    def _where(self, frame) -> tuple[str, str | None, tuple | None]:
-        """(phase, module, location) of an op issued outside the autograd engine. On the C++ engine, from the
-        current frame: the frames between it and ``frame`` are opaudit's own (a wrapper's), which the walk to
-        the user's line passes over."""
+    def _where(self, frame) -> tuple[str, str | None, tuple | None, str | None]:
+        """(phase, module, location, device branch) of an op issued outside the autograd engine. On the C++
+        engine, from the current frame: the frames between it and ``frame`` are opaudit's own (a wrapper's), which
+        the walk to the user's line passes over."""
         if self.native is not None:
             return self.native.where()
-        loc, hint = self.locator.locate(frame)
+        loc, hint, branch = self.locator.locate(frame)
         if hint == HINT_NONE and not self.optimizer_depth:
             stack = self.modules.stack
-            return "forward", stack[-1] if stack else None, loc
+            return "forward", stack[-1] if stack else None, loc, branch
         if self.optimizer_depth or hint == HINT_OPTIMIZER:
-            return "optimizer", self.optimizer_module if self.optimizer_depth else None, loc
-        return "backward", None, loc
+            return "optimizer", self.optimizer_module if self.optimizer_depth else None, loc, branch
+        return "backward", None, loc, branch
 
     def choice(self, name: str, args, kwargs, frame, run):
         """A call of a device-selected composite (see choices.py).
@@ -161,7 +161,7 @@ class Recording:
         if self.within is not None or not (native.active() if native is not None else
                                            _current_dispatch_mode() is self.mode):
             return run(*args, **kwargs)
-        phase, module, loc = self._where(frame)
+        phase, module, loc, _ = self._where(frame)
         first_node = _next_sequence_nr()
         self.within = name
         if native is not None:
@@ -605,7 +605,7 @@ def recording(rec: Recording, note: Callable[[str], None] | None = None) -> Iter
             rec.native = ext
             native.running = True
             ext.start(rec, rec.counts, rec.seq, rec.modules.stack, rec.plan, rec.native_handle,
-                      rec.locator.kind_of, rec._unattributed, rec._tick, _REDISPATCH, _DTYPE, rec.split_host,
+                      rec.locator.kind_of, rec.locator.branch_at, rec._unattributed, rec._tick, _REDISPATCH, _DTYPE, rec.split_host,
                       rec.shapes, rec._limit)
             try:
                 yield rec

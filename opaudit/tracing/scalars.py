@@ -66,7 +66,7 @@ class ScalarOracle:
         return self.guess(t, frame)
 
     def guess(self, t: torch.Tensor, frame) -> Any:
-        loc, _ = self.locator.locate(frame)
+        loc, _, _ = self.locator.locate(frame)
         if loc is not None:
             filename, line = self.locator.resolve(loc)
             where = f"{os.path.basename(filename)}:{line}"

@@ -54,6 +54,7 @@ PROGRAMS = {
                    ["--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4"]),
     "lm-bf16-fused": (FIXTURES / "scripts" / "cuda_bf16_fused.py", []),
     "float64-stats": (SCRIPT, []),
+    "grad-scaler-fp16": (FIXTURES / "scripts" / "grad_scaler_fp16.py", []),  # a device branch of torch's own
 }
 
 

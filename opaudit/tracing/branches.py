@@ -1,0 +1,168 @@
+"""Device branches in torch's own Python (coverage_db/curated/device_branches.toml).
+
+torch takes another path on some device types than on CUDA in a few places of its Python (GradScaler keeps its
+inverse scale in float32 on MPS, in float64 elsewhere). The trace follows the CUDA path; the ops it records while
+torch runs the CUDA arm of such a branch are marked ``within = "branch:<id>"``, so that the audit judges them, on
+a target that takes the other arm, by that arm's ops, and the rehearsal of that target does not fail on ops the
+device never runs.
+
+The arm is found once per process: the function's source is parsed with :mod:`ast`, the conditional whose test
+reads as the data says is found, and the instruction offsets of the CUDA arm's lines are read from the function's
+code object (``co_lines``). Both recorders look an op's frames up by code object (a flag on the code's kind, so
+that frames of other code cost nothing more) and ask :meth:`Branches.at` for the arm of a frame's offset.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import inspect
+import sys
+import textwrap
+from dataclasses import dataclass
+from types import CodeType, FrameType
+from typing import Any
+
+from opaudit.data import load_toml
+
+PREFIX = "branch:"
+
+
+@dataclass(frozen=True)
+class Branch:
+    id: str
+    function: str
+    condition: str
+    cuda_arm: str
+    devices: tuple[str, ...]
+    other_arm: tuple[tuple[str, tuple[str, ...]], ...]  # (op, dtypes of its call)
+    why: str
+    source: str
+    versions: str = ""  # the PyTorch releases whose source has the other arm (">=2.7"); "" for every one
+
+    @property
+    def label(self) -> str:
+        """What the trace's ``within`` holds for the ops of its CUDA arm."""
+        return PREFIX + self.id
+
+    def taken_elsewhere(self, device_type: str, torch_version: str | None = None) -> bool:
+        """Whether a device of this type, on PyTorch ``torch_version`` (None: the installed one), takes the
+        other arm, and so never runs the recorded ops."""
+        from opaudit.matrix.matrix import holds
+
+        return device_type in self.devices and holds(self.versions, torch_version)
+
+    def describe(self, device_type: str) -> str:
+        ops = ", ".join(f"{op.removeprefix('aten::')} ({'|'.join(d) or 'any dtype'})" for op, d in self.other_arm)
+        return f"torch takes another branch on {device_type} ({self.source}): it runs {ops or 'no op'} there instead"
+
+
+@functools.cache
+def branches() -> dict[str, Branch]:
+    """Every branch of the data file, by its ``within`` label."""
+    out = {}
+    for e in load_toml("coverage_db", "curated/device_branches.toml").get("branch", []):
+        b = Branch(e["id"], e["function"], e["condition"], e.get("cuda_arm", "body"), tuple(e["devices"]),
+                   tuple((o["op"], tuple(o.get("dtypes", ()))) for o in e.get("other_arm", [])), e["why"],
+                   e["source"], e.get("versions", ""))
+        out[b.label] = b
+    return out
+
+
+def of(within: str | None) -> Branch | None:
+    """The branch a trace row's ``within`` names, if it names one."""
+    return branches().get(within) if within and within.startswith(PREFIX) else None
+
+
+def _function(dotted: str) -> Any:
+    """The function at ``dotted`` (``module.Class.method``), unwrapped; None where this torch lacks it."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for name in parts[cut:]:
+                obj = getattr(obj, name)
+        except AttributeError:
+            return None
+        return inspect.unwrap(obj)
+    return None
+
+
+def _arm_lines(fn: Any, b: Branch) -> set[int] | None:
+    """The source lines (absolute) of the CUDA arm of the conditional ``b.condition`` in ``fn``."""
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return None
+    text = textwrap.dedent("".join(lines))
+    tree = ast.parse(text)
+    wanted = "".join(b.condition.split())
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.If, ast.IfExp)):
+            continue
+        test = ast.get_source_segment(text, node.test) or ""
+        if "".join(test.split()) != wanted:
+            continue
+        arm = getattr(node, b.cuda_arm)
+        parts = arm if isinstance(arm, list) else [arm]
+        return {first - 1 + n for p in parts for n in range(p.lineno, (p.end_lineno or p.lineno) + 1)}
+    return None
+
+
+class Branches:
+    """The CUDA arms of the branches this torch has: code object -> offset ranges of each arm."""
+
+    def __init__(self) -> None:
+        self.arms: dict[int, list[tuple[int, int, str]]] = {}  # id(code) -> [(start, end, label)]
+        self._codes: list[CodeType] = []  # keeps the ids theirs
+        for b in branches().values():
+            fn = _function(b.function)
+            code = getattr(fn, "__code__", None)
+            lines = _arm_lines(fn, b) if code is not None else None
+            if not lines:
+                continue
+            ranges: list[tuple[int, int, str]] = []
+            for start, end, line in code.co_lines():
+                if line not in lines:
+                    continue
+                if ranges and ranges[-1][1] == start:  # one range per run of the arm's instructions
+                    ranges[-1] = (ranges[-1][0], end, b.label)
+                else:
+                    ranges.append((start, end, b.label))
+            if ranges:
+                self.arms.setdefault(id(code), []).extend(ranges)
+                self._codes.append(code)
+
+    def holds(self, code: CodeType) -> bool:
+        return id(code) in self.arms
+
+    def at(self, code: CodeType, offset: int) -> str | None:
+        """The label of the arm the instruction at ``offset`` of ``code`` is in, if any."""
+        for start, end, label in self.arms.get(id(code), ()):
+            if start <= offset < end:
+                return label
+        return None
+
+    def around(self, frame: FrameType | None = None) -> Branch | None:
+        """The branch whose CUDA arm runs on the stack at ``frame`` (the caller's, by default): slow, for the
+        rare calls that need it (the rehearsal's dtype checks)."""
+        if not self.arms:
+            return None
+        f = frame if frame is not None else sys._getframe(1)
+        while f is not None:
+            if id(f.f_code) in self.arms:
+                label = self.at(f.f_code, f.f_lasti)
+                if label is not None:
+                    return branches()[label]
+            f = f.f_back
+        return None
+
+
+@functools.cache
+def installed() -> Branches:
+    """The branches of the installed torch (found once per process)."""
+    return Branches()

@@ -1,0 +1,111 @@
+"""Device branches in torch's own Python (coverage_db/curated/device_branches.toml, opaudit/tracing/branches.py):
+the ops torch runs in its CUDA arm are marked in the trace, judged on a target that takes the other arm by that
+arm's ops, and not held against that target's rehearsal."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from contextlib import contextmanager
+
+import pytest
+import torch
+from helpers import FIXTURES, run_cli
+from torch import nn
+
+import opaudit
+from opaudit.tracing import branches, native
+
+SCRIPT = FIXTURES / "scripts" / "grad_scaler_fp16.py"
+LABEL = "branch:grad_scaler.inverse_scale"
+
+
+def test_the_cuda_arm_is_found_in_the_installed_torch():
+    b = branches.installed()
+    code = torch.amp.GradScaler.unscale_.__code__
+    assert b.holds(code)
+    # the instructions of the arm's line, and of no other line
+    src, first = inspect.getsourcelines(torch.amp.GradScaler.unscale_)
+    arm_line = first + next(i for i, text in enumerate(src) if ".double().reciprocal().float()" in text)
+    inside = {line for start, end, line in code.co_lines() if b.at(code, start) == LABEL}
+    assert inside == {arm_line}
+
+
+def test_a_conditional_that_is_not_in_the_source_marks_nothing(monkeypatch):
+    """A torch whose function lacks the conditional (an older release) is traced as it runs."""
+    real = branches.branches()
+    changed = {k: branches.Branch(**{**vars(v), "condition": "self._scale.device.type == 'mps'"})
+               for k, v in real.items()}
+    monkeypatch.setattr(branches, "branches", lambda: changed)
+    assert branches.Branches().arms == {}
+
+
+@contextmanager
+def _engine(name: str):
+    before = os.environ.get(native.ENV_ENGINE)
+    os.environ[native.ENV_ENGINE] = name
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[native.ENV_ENGINE]
+        else:
+            os.environ[native.ENV_ENGINE] = before
+
+
+def _train() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu")
+    x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = nn.functional.cross_entropy(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(opt)
+    scaler.step(opt)
+    scaler.update()
+
+
+@pytest.fixture(scope="module")
+def traces():
+    out = {}
+    engines = ["python"] + (["native"] if native.load() is not None else [])
+    for name in engines:
+        with _engine(name), opaudit.record() as rec:
+            _train()
+        out[name] = rec.trace
+    return out
+
+
+def test_both_recorders_mark_the_ops_of_the_cuda_arm(traces):
+    for name, trace in traces.items():
+        marked = {(r.op, r.phase, r.dtypes) for r in trace.records if r.within == LABEL}
+        assert marked == {("aten::_to_copy.default", "optimizer", ("float32->float64",)),
+                          ("aten::reciprocal.default", "optimizer", ("float64",)),
+                          ("aten::_to_copy.default", "optimizer", ("float64->float32",))}, name
+        # the rest of unscale_ (the found_inf tensor, the unscaling itself) is outside the arm
+        assert any(r.op.startswith("aten::_amp_foreach_non_finite") and r.within is None for r in trace.records)
+
+
+def test_the_audit_judges_the_arm_by_the_target_s_own_branch(traces):
+    trace = traces.get("native") or traces["python"]
+    a = opaudit.audit(trace, ["mps@2.8.0", "mps@2.7.1", "ascend"], landscape=False)
+    f = a.frame[a.frame.within == LABEL]
+    new, old, ascend = (f[f.target == t] for t in ("mps@2.8.0", "mps@2.7.1", a.verdict("ascend").target))
+    # mps on a PyTorch whose GradScaler has the MPS arm: the float32 reciprocal it runs instead, no finding
+    assert set(new.status) == {"native"} and all("another branch on mps" in n for n in new.note)
+    assert not any("float64" in op for op in a.verdict("mps@2.8.0").missing)
+    # before that arm (PyTorch 2.7), MPS runs the float64 step too, and cannot
+    assert "missing" in set(old.status) and any("float64" in n for n in old.note)
+    # a target of another device type takes the CUDA arm: judged as recorded
+    assert set(ascend.status) == {"native"} and not any("branch" in n for n in ascend.note)
+
+
+def test_the_strict_rehearsal_of_a_release_without_the_other_arm_fails_on_it(tmp_path):
+    """(The newest MPS, which takes the other arm, runs the script: tests/fallback/test_dtype_truth.py's
+    differential holds every target's strict rehearsal to the audit's verdict.)"""
+    rc, out, err = run_cli("run", "--simulate", "mps@2.7.1", "--strict", "--", str(SCRIPT), cwd=tmp_path)
+    assert rc == 3, err[-2000:]
+    line = next(n for n, text in enumerate(SCRIPT.read_text().splitlines(), 1) if "scaler.unscale_(" in text)
+    assert "float64" in err and f"{SCRIPT}:{line}" in err
