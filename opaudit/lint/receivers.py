@@ -9,7 +9,8 @@ receiver is known to be a torch tensor or module:
 - a parameter or buffer: ``for p in model.parameters()``, ``for n, p in m.named_parameters()``,
   ``next(model.parameters())``;
 - a name annotated as ``torch.Tensor``, ``nn.Parameter`` or an ``nn.Module`` (parameters included);
-- a name every binding of which, in the scope the use resolves to, is one of the above.
+- a name every binding of which, in the scope the use resolves to, is one of the above (a conditional
+  expression counts when both its branches do: ``model = model.cuda() if cuda else model``).
 
 Anything else (an attribute, a subscript, a loop variable over a data loader, a parameter without an
 annotation, a name declared global or nonlocal somewhere) is not known, and its fix stays unsafe.
@@ -32,6 +33,8 @@ SAME_KIND = frozenset({"float", "half", "double", "bfloat16", "long", "int", "sh
 TENSOR_TYPES = frozenset({"torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.FloatTensor",
                           "torch.LongTensor", "torch.HalfTensor", "torch.IntTensor", "torch.BoolTensor",
                           "torch.ByteTensor", "torch.DoubleTensor", "torch.BFloat16Tensor"})
+TYPED_CLASSES = frozenset(f"{kind}Tensor" for kind in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short",
+                                                        "Char", "Byte", "Bool"))
 NOT_MODULES = frozenset({"Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer"})
 PARAMETER_ITERATORS = {"parameters": 0, "buffers": 0, "named_parameters": 1, "named_buffers": 1}
 _FUNCTIONS = (cst.FunctionDef, cst.Lambda)
@@ -67,6 +70,9 @@ class Receivers:
             node = node.func.value
         if isinstance(node, cst.Call):
             return self._call(node, stack)
+        if isinstance(node, cst.IfExp):  # model.cuda() if cuda else model: known when both branches are
+            kinds = [self._expr(branch, stack, depth + 1, visiting) for branch in (node.body, node.orelse)]
+            return None if any(k is None for k in kinds) else next((k for k in kinds if k), "")
         if isinstance(node, cst.Name):
             return self._name(node.value, stack, depth, visiting)
         return None
@@ -83,7 +89,27 @@ class Receivers:
             name = node.func.value
             if self._resolves_to_module_scope(name, stack) and self._module_class(name) is not None:
                 return f"an instance of {name}, an nn.Module subclass"
+            if self._typed_alias(name, stack):
+                return f"made by {name}, a typed tensor class"
         return None
+
+    def _typed_alias(self, name: str, stack: list[cst.CSTNode]) -> bool:
+        """Whether every binding of ``name`` is a typed tensor class: ``Tensor = torch.cuda.FloatTensor if cuda
+        else torch.FloatTensor`` (the legacy GAN style)."""
+        if name in self._declared_names():
+            return False
+        for scope, _ in reversed(self._scopes(stack)):
+            bindings = self.bindings(scope).get(name)
+            if bindings is None:
+                continue
+            return all(how == "value" and self._typed_class(what) for how, what in bindings)
+        return False
+
+    def _typed_class(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.IfExp):
+            return self._typed_class(node.body) and self._typed_class(node.orelse)
+        q = self.c.qualname(node) or ""
+        return q.startswith("torch.") and q.endswith("Tensor") and q.rsplit(".", 1)[-1] in TYPED_CLASSES
 
     def _name(self, name: str, stack: list[cst.CSTNode], depth: int, visiting: set[tuple[int, str]]) -> str | None:
         if name in self._declared_names():

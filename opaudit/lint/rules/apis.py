@@ -318,3 +318,23 @@ def _conjunctions(c: FileCheck) -> None:
                 r.fix = strictest
                 r.message += " (rewritten with the other probes of its condition)"
 
+
+
+@on_finish
+def _probes_with_their_uses(c: FileCheck) -> None:
+    """A probe is ported with the CUDA uses of its file: where one of them is rewritten only with
+    ``--unsafe-fixes``, so is the probe. Without it, ``fix`` leaves both, and the program keeps its CPU path,
+    instead of a rewritten ``cuda = torch.npu.is_available()`` sending the device down an ``if cuda:`` whose
+    ``model.cuda()`` is still there (Torch not compiled with CUDA enabled)."""
+    probes = [r for r in c.plan.reports if r.code in ("OA117", "OA106") and r.replacement is not None
+              and (r.fix or c.rules[r.code].fix) == "safe"]
+    if not probes:
+        return
+    unsafe = next((r for r in c.plan.reports if r.replacement is not None and r.code not in PROBE_RULES
+                   and r.code != "OA106" and c.rules[r.code].severity != "info"
+                   and (r.fix or c.rules[r.code].fix) == "unsafe"), None)
+    if unsafe is None:
+        return
+    for r in probes:
+        r.fix = "unsafe"
+        r.message += f" (rewritten with the CUDA uses of its file, one of which needs --unsafe-fixes: {unsafe.code})"

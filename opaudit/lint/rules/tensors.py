@@ -13,6 +13,7 @@ Examples: rules/catalogue.toml [OA101], [OA108], [OA109]; tests/lint/test_typed_
 from __future__ import annotations
 
 import re
+from functools import cache
 
 import libcst as cst
 
@@ -134,6 +135,16 @@ _TYPED_DTYPES = {"Float": "float32", "Half": "float16", "BFloat16": "bfloat16", 
                  "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool"}
 
 
+@cache
+def _typed_twin(target: str) -> str | None:
+    """The module whose typed tensor classes twin torch.cuda's on ``target`` (``torch.npu``), where the vendor's
+    plugin has them (coverage_db/curated/vendors.toml ``legacy_types``; coverage_db/SOURCES.md#legacy-tensor-types)."""
+    from opaudit.matrix.vendors import vendors
+
+    return next((v.module for v in vendors().values() if v.lint_target == target and v.legacy_types and v.module
+                 and v.module != "torch.cuda"), None)
+
+
 @on_api("OA109")
 def _typed_tensor(c: FileCheck, node: cst.CSTNode, q: str) -> None:
     """OA109: a legacy typed CUDA tensor. Called with sizes that are int literals it is ``torch.empty`` of them,
@@ -157,6 +168,15 @@ def _typed_tensor(c: FileCheck, node: cst.CSTNode, q: str) -> None:
             c.need_import("torch")
             c.report(call, "OA109", f"{rule.summary}: `{q}` -> `{new}`", expr(new))
             return
+    twin = _typed_twin(c.target.name)
+    call_above = c.stack[-2] if len(c.stack) >= 2 and isinstance(c.parent, cst.Arg) else None
+    if twin and not (isinstance(call_above, cst.Call) and
+                     c.qualname(call_above.func) == "torch.set_default_tensor_type"):  # OA110 ports that
+        # the plugin has the classes: the same class of its module, wherever it is used (an alias too)
+        new = f"{twin}.{q.rsplit('.', 1)[-1]}"
+        c.report(node, "OA109", f"{rule.summary}: `{q}` -> `{new}` (the plugin's own typed tensor class)",
+                 c.renamed(node, new))
+        return
     suggestion, why = rule_suggestion(c, rule), ""
     outer = c.stack[-2] if len(c.stack) >= 2 and isinstance(c.parent, cst.Arg) else None
     if isinstance(outer, cst.Call) and dtype and device:
