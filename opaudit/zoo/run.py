@@ -416,8 +416,9 @@ def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str
             bad[spec] = {"spec": spec, "key": None, "kind": spec.partition(":")[0] if ":" in spec else "file",
                          "family": "", "head": "", "config_hash": None, "config_fixes": {}, "cut": None,
                          "train": train,
-                         "status": "failed",
-                         "reason": "spec", "error": message, "mode": None,
+                         "status": "failed",  # a library that does not import is its own reason
+                         "reason": "package" if _reason(message, e) == "package" else "spec", "error": message,
+                         "mode": None,
                          "mode_reason": None, "calls": 0, "ops": 0, "duration_s": 0.0, "targets": []}
             continue
         key = job_key(spec, named.config_hash, targets=targets, train=train, mode=mode, device=device,

@@ -65,7 +65,9 @@ _PER_HEAD = ("head_dim", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "
              "linear_key_head_dim", "linear_value_head_dim", "swa_head_dim", "d_kv", "mamba_d_head", "dim_head",
              "rotary_dim", "linear_head_dim", "attention_head_dim", "kv_channels")
 _EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts")
-_PER_TOKEN = ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts", "moe_k")
+_PER_TOKEN = ("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "top_k_experts",
+              "num_selected_experts", "moe_k")
+_GROUPS = ("n_group", "num_expert_group", "moe_n_group")
 
 
 def _int(v: Any) -> TypeGuard[int]:
@@ -104,11 +106,11 @@ def _cut_dict(c: dict[str, Any], s: int, prefix: str, level: str, root: dict[str
     experts = next((k for k in _EXPERTS if _int(c.get(k)) and c[k] > EXPERTS), None)
     if experts:
         put(experts, EXPERTS)
-        groups = c.get("n_group")
-        if _int(groups) and groups > 1:
-            put("n_group", 2)
-            if _int(c.get("topk_group")):
-                put("topk_group", 1)
+        for g in _GROUPS:  # expert groups: 2 of 2 experts, the best 1 of them
+            if _int(c.get(g)) and c[g] > 1:
+                put(g, 2)
+                if _int(c.get("topk_group")):
+                    put("topk_group", 1)
         for k in _PER_TOKEN:
             if _int(c.get(k)) and c[k] > PER_TOKEN:
                 put(k, PER_TOKEN)
@@ -131,7 +133,10 @@ def _cut_dict(c: dict[str, Any], s: int, prefix: str, level: str, root: dict[str
         return out
     for k in _WIDTHS:
         v = c.get(k)
-        if _int(v) and v >= s and v % s == 0:
+        if k in _INNER and _int(v) and v > 64:
+            # feed-forward widths: at least 64 and a multiple of 16 (grouped matmuls want 16-byte strides)
+            put(k, min(v, -(-max(64, v // s) // 16) * 16))
+        elif _int(v) and v >= s and v % s == 0:
             put(k, v // s)
         elif isinstance(v, list) and v and all(_int(x) and x % s == 0 and x >= s for x in v):
             put(k, [x // s for x in v])
@@ -180,10 +185,49 @@ def _cut_dict(c: dict[str, Any], s: int, prefix: str, level: str, root: dict[str
     return out
 
 
+# a diffusers class's arguments: layer counts (cut to 1), sizes of its input (to at most 32)
+_DIFFUSERS_LAYERS = ("num_layers", "layers_per_block", "num_single_layers", "num_refiner_layers", "num_encoder_layers",
+                     "num_decoder_layers", "num_mid_layers", "num_context_refiner_layers", "num_noise_refiner_layers",
+                     "num_res_blocks", "depth")
+_DIFFUSERS_HEADS = ("num_attention_heads",)
+
+
+def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
+    """A diffusers class's cut: its layer counts to 1, its sample size to at most 32 (``layers``); the attention
+    heads to at most 2 and the block widths divided so the first is 32, the group norms' 32 groups still
+    dividing them (``small``; ``narrow`` as ``layers``)."""
+    named = load_spec(spec, build=False)
+    params = named.params
+    out: dict[str, Any] = {}
+    for k in _DIFFUSERS_LAYERS:
+        if _int(params.get(k)) and params[k] > 1:
+            out[k] = 1
+    size = params.get("sample_size")
+    if _int(size) and size > 32:
+        out["sample_size"] = 32
+    if level != "small":
+        return out
+    for k in _DIFFUSERS_HEADS:
+        if _int(params.get(k)) and params[k] > 2:
+            out[k] = 2
+    blocks = params.get("block_out_channels")
+    if isinstance(blocks, (list, tuple)) and blocks and all(_int(b) for b in blocks) and blocks[0] > 32 \
+            and blocks[0] % 32 == 0:
+        f = blocks[0] // 32
+        if all(b % (f * 32) == 0 for b in blocks):
+            out["block_out_channels"] = [b // f for b in blocks]
+    return out
+
+
 def cut(spec: str, level: str) -> dict[str, Any]:
     """The overrides that cut ``spec``'s configuration at ``level`` (``{}`` where nothing is cut); a spec's own
     overrides are kept."""
-    if level == "full" or not spec.startswith("hf:"):
+    if level == "full":
+        return {}
+    if spec.startswith("diffusers:"):
+        own = split_overrides(spec)[1]
+        return {k: v for k, v in _diffusers_cut(spec, level).items() if k not in own}
+    if not spec.startswith("hf:"):
         return {}
     base, overrides = split_overrides(spec)
     config = _hf_config(spec, base.removeprefix("hf:"), overrides)[0].to_dict()
@@ -197,6 +241,11 @@ def cut(spec: str, level: str) -> dict[str, Any]:
         for sub, value in config.items():
             if isinstance(value, dict) and (sub in SUB_CONFIGS or sub.endswith("_config")):
                 sets.update(_cut_dict(value, s, f"{sub}.", level, config))
+        for prefix, c in (("", config), *((f"{k}.", v) for k, v in config.items() if isinstance(v, dict))):
+            table = sets.get(prefix + "per_layer_config", c.get("per_layer_config"))
+            if isinstance(table, dict) and table and level == "small":  # settings of some layers: cut alike
+                sets[prefix + "per_layer_config"] = {i: {**v, **{k.removeprefix(f"{i}."): x for k, x in _cut_dict(
+                    v, s, f"{i}.", level, config).items()}} if isinstance(v, dict) else v for i, v in table.items()}
     return {k: v for k, v in sets.items() if k not in overrides}
 
 
@@ -205,6 +254,9 @@ def with_cut(spec: str, sets: dict[str, Any]) -> str:
         return spec
     text = "&".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in sets.items())
     return f"{spec}{'&' if '?' in spec else '?'}{text}"
+
+
+_TEXT = ("text_config.", "decoder_config.", "decoder.", "language_config.", "llm_config.")
 
 
 def levels(spec: str) -> list[tuple[str, str, dict[str, Any]]]:
@@ -219,16 +271,24 @@ def levels(spec: str) -> list[tuple[str, str, dict[str, Any]]]:
             sets = cut(spec, level)
         except Exception:  # noqa: BLE001 - the configuration's own error shows when the spec itself runs
             break
-        smaller = with_cut(spec, sets)
-        if not sets or smaller in seen:
-            continue
-        try:  # built on meta (no memory): a cut that a configuration's cross-checks refuse is skipped
-            with torch.device("meta"):
-                load_spec(smaller).make_model()
-        except Exception:  # noqa: BLE001
-            continue
-        seen.add(smaller)
-        found.append((level, smaller, sets))
+        # a vocabulary some range of the configuration reaches past (tokens counted from an id): kept whole; a
+        # vision or audio tower with cross-checks of its own: kept at its width (its layers still cut)
+        kept_vocab = {k: v for k, v in sets.items() if not k.endswith("vocab_size")}
+        layers = cut(spec, "layers") if level != "layers" else sets
+        text = {k: v for k, v in sets.items() if k in layers or "." not in k or k.startswith(_TEXT)}
+        candidates = [sets, kept_vocab, text, {k: v for k, v in text.items() if k in kept_vocab}]
+        for candidate in [c for i, c in enumerate(candidates) if c not in candidates[:i]]:
+            smaller = with_cut(spec, candidate)
+            if not candidate or smaller in seen:
+                continue
+            try:  # built on meta (no memory): a cut that a configuration's cross-checks refuse is skipped
+                with torch.device("meta"):
+                    load_spec(smaller).make_model()
+            except Exception:  # noqa: BLE001
+                continue
+            seen.add(smaller)
+            found.append((level, smaller, candidate))
+            break
     found.append(("full", spec, {}))
     return found
 

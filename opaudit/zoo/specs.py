@@ -8,6 +8,7 @@
 ``hf:<path>``                           a ``config.json``, or a model folder holding one
 ``hf:<org>/<name>``                     a model's configuration from the local Hugging Face cache (offline)
 ``diffusers:<ClassName>``               a diffusers model class with its default configuration
+``timm:<name>``                         a timm architecture (``timm.create_model(name, pretrained=False)``)
 ======================================  ==========================================================================
 
 Every named spec takes configuration overrides after ``?``: ``hf:llama?num_hidden_layers=2&hidden_size=256``
@@ -94,7 +95,7 @@ def _unbuilt() -> Any:
 
 
 def is_named(spec: str) -> bool:
-    return spec.startswith(("hf:", "diffusers:"))
+    return spec.startswith(("hf:", "diffusers:", "timm:"))
 
 
 def load_spec(spec: str, *, build: bool = True) -> Named:
@@ -105,6 +106,9 @@ def load_spec(spec: str, *, build: bool = True) -> Named:
         return _hf(spec, build)
     if spec.startswith("diffusers:"):
         return _diffusers(spec, build)
+    if spec.startswith("timm:"):
+        _require(spec, "timm", "timm")
+        return _timm(spec, build)
     return _file(spec, build)
 
 
@@ -224,11 +228,38 @@ def default_head(model_type: str, heads: dict[str, str] | None = None, encoder_d
     return next((h for h in order if h in heads), None)
 
 
+LIBRARIES = ("hf", "diffusers", "timm")
+
+
 def all_specs(library: str) -> list[str]:
-    """``--all hf``: every model type that transformers builds with a task head (``hf:<model_type>``)."""
-    if library != "hf":
-        raise InputError(f"--all {library}: only 'hf' lists its models", hint="opaudit zoo --all hf")
+    """``--all hf``: every model type that transformers builds with a task head (``hf:<model_type>``);
+    ``--all diffusers``: every model class diffusers exports (``diffusers:<ClassName>``); ``--all timm``: every
+    architecture timm registers (``timm:<name>``)."""
+    if library not in LIBRARIES:
+        raise InputError(f"--all {library}: no such library", hint=f"one of {', '.join(LIBRARIES)}")
+    if library == "diffusers":
+        return [f"diffusers:{n}" for n in diffusers_classes()]
+    if library == "timm":
+        return [f"timm:{n}" for n in timm_models()]
+    _require("--all hf", "transformers", "hf")
     return [f"hf:{t}" for t in model_types() if default_head(t) is not None]
+
+
+def diffusers_classes() -> list[str]:
+    """Every model class diffusers exports: the ModelMixin subclasses of its top level, in name order."""
+    _require("--all diffusers", "diffusers", "diffusers")
+    import diffusers
+
+    base = diffusers.ModelMixin
+    found = []
+    for name in sorted(dir(diffusers)):
+        try:
+            cls = getattr(diffusers, name)
+        except Exception:  # noqa: BLE001 - a lazy export whose own imports fail is no model class here
+            continue
+        if isinstance(cls, type) and issubclass(cls, base) and cls is not base:
+            found.append(name)
+    return found
 
 
 def read_spec_file(path: Path) -> list[str]:
@@ -822,6 +853,70 @@ def _labels(head: str, config: Any, ids: Any, g: Any) -> Any:
         vocab = int(getattr(config, "vocab_size", 32) or 32)
         return torch.randint(1, vocab, (BATCH, 4), generator=g)
     return None  # other heads: the sum of the outputs is the loss
+
+
+# -- timm ------------------------------------------------------------------------------------------------
+
+
+def _import_timm(what: str) -> Any:
+    """timm itself, or one line saying why it does not import (timm's layers import torchvision at the top)."""
+    try:
+        import timm
+    except ImportError as e:
+        missing = getattr(e, "name", None) or str(e)
+        raise InputError(f"{what}: timm does not import: No module named {missing!r}",
+                         hint="timm imports torchvision: install the torchvision built for this torch "
+                              "(PyPI's torchvision does not import beside a CPU build of torch)" if
+                         str(missing).startswith("torchvision") else "pip install 'opaudit[timm]'") from None
+    return timm
+
+
+def timm_models() -> list[str]:
+    """Every architecture timm registers: ``timm.list_models()``, or, where timm does not import, the names its
+    model files register (``@register_model``), read from its installed sources, so a zoo still lists each model
+    and records why it could not be built."""
+    _require("--all timm", "timm", "timm")
+    try:
+        return list(_import_timm("--all timm").list_models())
+    except InputError:
+        pass
+    import ast
+    import importlib.util
+
+    found = importlib.util.find_spec("timm")
+    names: set[str] = set()
+    for folder in (found.submodule_search_locations or []) if found else []:
+        for path in sorted(Path(folder, "models").glob("*.py")):
+            try:
+                tree = ast.parse(path.read_text(encoding="utf-8"))
+            except (OSError, SyntaxError, UnicodeDecodeError):
+                continue
+            for node in tree.body:
+                if isinstance(node, ast.FunctionDef) and any(
+                        getattr(d, "id", None) == "register_model" or getattr(d, "attr", None) == "register_model"
+                        for d in node.decorator_list):
+                    names.add(node.name)
+    return sorted(names)
+
+
+def _timm(spec: str, build: bool) -> Named:
+    base, overrides = split_overrides(spec)
+    name = base.removeprefix("timm:")
+    timm = _import_timm(spec)
+    if name not in timm.list_models():
+        close = difflib.get_close_matches(name, timm.list_models(), n=5, cutoff=0.6)
+        raise InputError(f"{spec}: timm {timm.__version__} has no model {name!r}",
+                         hint=f"did you mean {', '.join(close)}?" if close else "e.g. timm:resnet50")
+    cfg = timm.models.get_pretrained_cfg(name)
+    size = tuple((cfg.input_size if cfg is not None else None) or (3, 224, 224))
+    params = {"model": name, "input_size": list(size), **overrides}
+    named = Named(spec, "timm", name, "", _hash(params, name, timm.__version__), params)
+    if build:
+        import torch
+
+        named.make_model = lambda: timm.create_model(name, pretrained=False, **overrides)
+        named.make_inputs = lambda: torch.randn(BATCH, *size, generator=torch.Generator().manual_seed(0))
+    return named
 
 
 # -- diffusers -------------------------------------------------------------------------------------------

@@ -1,0 +1,65 @@
+"""opaudit zoo --shrink: a default configuration cut until the model runs on real kernels (the MoE routing
+included), less where the configuration refuses, and the cut named in the record and zoo.csv."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from opaudit.errors import InputError
+from opaudit.zoo.report import cut_text
+from opaudit.zoo.run import Job, work
+from opaudit.zoo.shrink import cut, levels
+from opaudit.zoo.specs import all_specs, load_spec
+
+
+def test_a_cut_keeps_heads_dividing_and_experts_routable():
+    sets = cut("hf:mixtral", "small")  # 4096 wide, 32 heads of 128 (8 key/value), 8 experts of which 2 a token
+    assert sets["hidden_size"] == 128 and sets["num_hidden_layers"] == 1
+    heads, kv = sets["num_attention_heads"], sets.get("num_key_value_heads", 1)
+    assert heads * 128 == 128 and heads % kv == 0  # each head keeps its size (rotary sections still add up)
+    assert sets["num_local_experts"] == 4 and sets["vocab_size"] == 1024
+    config = load_spec("hf:mixtral?" + "&".join(f"{k}={v}" for k, v in sets.items()), build=False).params
+    assert config["num_experts_per_tok"] == 2 <= config["num_local_experts"]
+    # the spec's own overrides stay as given
+    assert "hidden_size" not in cut("hf:mixtral?hidden_size=256&num_attention_heads=2", "small")
+    # deepseek's expert groups follow the experts: 2 groups of 2, the best group of them
+    ds = cut("hf:deepseek_v3", "small")
+    assert (ds["n_routed_experts"], ds["n_group"], ds["topk_group"], ds["num_experts_per_tok"]) == (4, 2, 1, 2)
+
+
+def test_each_level_cuts_less_down_to_the_spec_itself():
+    found = levels("hf:llama")  # each built on meta first: a cut the configuration refuses is left out
+    assert [level for level, _, _ in found] == ["small", "narrow", "layers", "full"]
+    assert found[-1] == ("full", "hf:llama", {}) and found[2][2] == {"num_hidden_layers": 1}
+    assert "hidden_size" in found[0][2] and "hidden_size" not in found[1][2] and found[1][2]["intermediate_size"] == 512
+
+
+def test_a_moe_model_is_traced_for_real_on_the_cuda_path():
+    """Qwen3-MoE's routing calls torch.histc on an int tensor on CUDA; the default configuration (30 B) only
+    passed on meta, where no kernel checks a dtype."""
+    record = work(Job("hf:qwen3_moe", "k", "qwen3_moe", "CausalLM", "hf", "h", ["xpu@2.14"], train=True,
+                      shrink=True))
+    assert (record["status"], record["mode"]) == ("ok", "real"), record.get("error")
+    assert record["cut"]["level"] == "small" and record["cut"]["set"]["num_local_experts"] == 4
+    assert cut_text(record).startswith("small: num_hidden_layers=1; num_local_experts=4;")
+    assert record["calls"] > 0 and record["targets"][0]["target"] == "xpu@2.14"
+
+
+def test_every_library_lists_its_models_or_says_why_not():
+    with pytest.raises(InputError, match="no such library"):
+        all_specs("keras")
+    if importlib.util.find_spec("timm") is None:
+        with pytest.raises(InputError) as e:
+            load_spec("timm:resnet50")
+        assert e.value.hint == "pip install 'opaudit[timm]'"
+        return
+    assert "timm:resnet50" in all_specs("timm")  # listed even where timm does not import (its sources read)
+    try:
+        import timm  # noqa: F401
+    except ImportError as e:
+        with pytest.raises(InputError, match=f"timm does not import: No module named '{e.name}'"):
+            load_spec("timm:resnet50")
+    else:
+        assert load_spec("timm:resnet50").make_model() is not None
