@@ -25,7 +25,7 @@ import typer
 import opaudit
 from opaudit.cli import lint, matrix, run, scan, zoo
 from opaudit.cli.console import err, out
-from opaudit.cli.options import EXIT_FAIL_ON, EXIT_FINDINGS, FailOn
+from opaudit.cli.options import EXIT_FAIL_ON, EXIT_FINDINGS, EXIT_USAGE, USAGE_ERROR, FailOn, usage_message
 
 app = typer.Typer(
     add_completion=False,
@@ -97,15 +97,27 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point. Unexpected failures (opaudit's own bugs) print one line, not a traceback,
     unless OPAUDIT_DEBUG=1."""
     try:
-        app(args=argv, prog_name="opaudit")
+        # not standalone: a usage error (a bad option value, an unknown option) ends here, as one line
+        code = app(args=argv, prog_name="opaudit", standalone_mode=False)
     except SystemExit:
         raise
+    except USAGE_ERROR as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # `opaudit` or `opaudit db` alone: the help
+            e.show()  # type: ignore[attr-defined]
+        else:
+            err.print(f"error: {usage_message(e)}", style="bold red", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(EXIT_USAGE)
+    except typer.Abort:
+        err.print("aborted", style="yellow")
+        sys.exit(1)
     except Exception as e:  # pragma: no cover - only opaudit's own bugs get here
         if os.environ.get("OPAUDIT_DEBUG"):
             raise
         err.print(f"opaudit internal error: {type(e).__name__}: {e} (set OPAUDIT_DEBUG=1 for the traceback)",
                   style="bold red", markup=False, highlight=False)
         sys.exit(70)
+    if isinstance(code, int) and code:  # typer.Exit(code) from a command
+        sys.exit(code)
 
 
 __all__ = ["EXIT_FAIL_ON", "EXIT_FINDINGS", "FailOn", "app", "entry", "main"]

@@ -6,6 +6,7 @@ is required) is declared where its command is, under its own help text."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -59,6 +60,28 @@ class RulesFormat(str, Enum):
 
 EXIT_FAIL_ON = 1  # --fail-on: a selected target has an op at that level or worse
 EXIT_FINDINGS = 1  # lint: findings remain; fix --diff: there are changes to make
+EXIT_USAGE = 2  # a bad command line: an unknown option, a missing argument, a value no option takes
+
+# what typer raises for a bad command line (click's UsageError: typer vendors click, or depends on it)
+USAGE_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+# what validators put before their own words ("Value error, 'x' is not one of ...")
+_VALIDATOR_PREFIX = re.compile(r"^(?:Value error|Assertion failed), ")
+
+
+def usage_message(e: Exception) -> str:
+    """A usage error as one line: the option (or argument) and what is wrong with its value, without the
+    validator's prefix, then where the command's options are listed."""
+    message = str(getattr(e, "message", None) or e).strip().splitlines()[0]
+    message = _VALIDATOR_PREFIX.sub("", message).rstrip(".").replace("Input should be", "the value should be")
+    if isinstance(e, typer.BadParameter) and type(e).__name__ == "BadParameter":  # not a missing one
+        param = getattr(e, "param", None)
+        names = getattr(param, "opts", None) or getattr(e, "param_hint", None)
+        name = names if isinstance(names, str) else names[0] if names else None  # the long name comes first
+        if name:
+            message = f"{name}: {message}"
+    ctx = getattr(e, "ctx", None)
+    path = getattr(ctx, "command_path", None)
+    return f"{message} (opaudit {path.split(' ', 1)[1]} --help)" if path and " " in path else f"{message} (--help)"
 
 # -- what to check a trace against, and where the reports go: scan, trace, report ----------------------------
 
