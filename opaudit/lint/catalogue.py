@@ -104,6 +104,8 @@ class Target:
     # the target's runtime names that `fix` writes, beyond what the rehearsal's device module answers, each
     # with how the rehearsal's stand-in answers it (rules/surface.toml's mirror, and [surface])
     surface: dict[str, str] = field(default_factory=dict)
+    # the fields the device module's get_device_properties(...) answers in every release (empty: not known)
+    device_properties: tuple[str, ...] = ()
 
     def api_replacement(self, qualname: str, min_torch: str) -> str | None:
         """What ``qualname`` (``torch.cuda.synchronize``) becomes here, or None when nothing does."""
@@ -252,7 +254,8 @@ def _load_target(key: str) -> Target:
         api[q] = (v[0], v[1]) if isinstance(v, list) else (v, "")
     env = {k: (v[0], v[1]) if isinstance(v, list) else (v, "") for k, v in d.pop("env", {}).items()}
     surface = dict(d.pop("surface", {}))
+    properties = tuple(d.pop("device_properties", ()))
     if d.get("package") and d.get("module"):  # a vendor plugin's device module mirrors torch.cuda's
         mirror = load_toml("rules", "surface.toml")["mirror"]
         surface = {f"{d['module']}.{k}": v for k, v in mirror.items()} | surface
-    return Target(api=api, env=env, notes=d.pop("notes", {}), surface=surface, **d)
+    return Target(api=api, env=env, notes=d.pop("notes", {}), surface=surface, device_properties=properties, **d)

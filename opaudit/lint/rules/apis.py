@@ -140,11 +140,12 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
     if own is not None:  # a rule whose match needs code of its own
         own(c, node, q)
         return
-    if code == "OA118" and len(c.stack) >= 2 and isinstance(c.stack[-2], cst.Attribute) and \
-            c.stack[-2].attr.value in ("major", "minor", "multi_processor_count", "gcnArchName"):
-        c.report(node, code, f"{rule.summary}: `{q}(...).{c.stack[-2].attr.value}` is a CUDA property "
-                 "(no such field on other devices)")
-        return
+    if code == "OA118" and q.endswith(".get_device_properties"):
+        lacking = [a for a in _properties_read(c, node) if not _has_property(c.target, a)]
+        if lacking:
+            c.report(node, code, f"{rule.summary}: `{q}(...).{lacking[0]}` is a CUDA property "
+                     f"({c.target.title} answers no such field; not rewritten)")
+            return
     canonical = rule.renames.get(q, q)
     # a rename out of CUDA's namespace is the replacement on every target; one within it is then mapped
     new = canonical if canonical != q and not canonical.startswith("torch.cuda.") else _api_target(c, rule, canonical)
@@ -338,3 +339,43 @@ def _probes_with_their_uses(c: FileCheck) -> None:
     for r in probes:
         r.fix = "unsafe"
         r.message += f" (rewritten with the CUDA uses of its file, one of which needs --unsafe-fixes: {unsafe.code})"
+
+
+# fields of CUDA's device properties that a target whose table says nothing (device_properties) is not assumed to have
+CUDA_PROPERTIES = frozenset({"major", "minor", "multi_processor_count", "gcnArchName", "is_integrated",
+                             "is_multi_gpu_board", "max_threads_per_multi_processor", "warp_size",
+                             "regs_per_multiprocessor", "L2_cache_size", "uuid"})
+
+
+def _has_property(target: Target, name: str) -> bool:
+    """Whether the target's get_device_properties(...) answers ``name`` with a value (rules/targets/ device_properties;
+    where the table says nothing, every field but CUDA's own)."""
+    if target.neutral or target.keeps_cuda:
+        return name not in CUDA_PROPERTIES
+    if target.device_properties:
+        return name in target.device_properties
+    return name not in CUDA_PROPERTIES
+
+
+def _properties_read(c: FileCheck, node: cst.CSTNode) -> list[str]:
+    """The fields read from ``torch.cuda.get_device_properties(...)``'s result: an attribute of the call itself, or
+    of the name it is assigned to, in that name's scope (``props = ...; props.major``)."""
+    if len(c.stack) < 2 or not isinstance(c.parent, cst.Call) or c.parent.func is not node:
+        return []
+    above = c.stack[-2]
+    if isinstance(above, cst.Attribute) and above.value is c.parent:
+        return [above.attr.value]
+    if isinstance(above, cst.Assign) and above.value is c.parent and len(above.targets) == 1 and \
+            isinstance(above.targets[0].target, cst.Name):
+        name = above.targets[0].target.value
+        scope = next((n for n in reversed(c.stack) if isinstance(n, (cst.FunctionDef, cst.Lambda))), c.stack[0])
+        out: list[str] = []
+        todo: list[cst.CSTNode] = [scope]
+        while todo:
+            n = todo.pop()
+            if isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) and n.value.value == name and \
+                    n.attr.value not in out:
+                out.append(n.attr.value)
+            todo.extend(n.children)
+        return out
+    return []
