@@ -858,17 +858,25 @@ def _labels(head: str, config: Any, ids: Any, g: Any) -> Any:
 # -- timm ------------------------------------------------------------------------------------------------
 
 
+_TIMM: list[Any] = []  # timm, or the ImportError it gave: tried once a process (a failed import leaves no module)
+
+
 def _import_timm(what: str) -> Any:
     """timm itself, or one line saying why it does not import (timm's layers import torchvision at the top)."""
-    try:
-        import timm
-    except ImportError as e:
-        missing = getattr(e, "name", None) or str(e)
+    if not _TIMM:
+        try:
+            import timm
+
+            _TIMM.append(timm)
+        except ImportError as failed:
+            _TIMM.append(failed)
+    if isinstance(_TIMM[0], ImportError):
+        missing = getattr(_TIMM[0], "name", None) or str(_TIMM[0])
         raise InputError(f"{what}: timm does not import: No module named {missing!r}",
                          hint="timm imports torchvision: install the torchvision built for this torch "
                               "(PyPI's torchvision does not import beside a CPU build of torch)" if
-                         str(missing).startswith("torchvision") else "pip install 'opaudit[timm]'") from None
-    return timm
+                         str(missing).startswith("torchvision") else "pip install 'opaudit[timm]'")
+    return _TIMM[0]
 
 
 def timm_models() -> list[str]:

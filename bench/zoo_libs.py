@@ -1,0 +1,111 @@
+"""The diffusers and timm zoos, traced for real: every model class diffusers exports (`opaudit zoo --all diffusers
+--shrink`) and every architecture timm registers (`--all timm --shrink`), train step, against the newest release
+of every vendor.
+
+    python bench/zoo_libs.py [--library diffusers|timm ...] [--jobs 2] [--timeout 300] [--limit N]
+
+Writes bench/results/zoo_<library>.json: how many models were traced, how many of them for real (not on meta),
+the failures by reason with each model's error, the cut each model was traced with, the wall time with --jobs,
+and the wall time of a rerun from the cache. Goals: >= 90 % of each library's models traced for real, those
+that need torchvision named as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from collections import Counter
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GOALS = {"real_share": 0.90}
+
+
+def version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def run(library: str, args: argparse.Namespace) -> dict:
+    import torch
+
+    from opaudit.errors import InputError
+    from opaudit.zoo.run import run_zoo
+    from opaudit.zoo.specs import all_specs
+
+    load_before = os.getloadavg()
+    try:
+        specs = all_specs(library)[: args.limit]
+    except InputError as e:  # the library itself is missing: said, not run
+        return {"library": library, "error": e.message, "hint": e.hint, "models": 0}
+    cache = Path(tempfile.mkdtemp(prefix=f"opaudit-zoo-{library}-"))
+    done = Counter()
+
+    def progress(record: dict) -> None:
+        done[record["status"]] += 1
+        n = sum(done.values())
+        if n % 10 == 0 or n == len(specs):
+            print(f"{library}: {n}/{len(specs)} ({done['ok']} traced) {time.strftime('%H:%M:%S')}", flush=True)
+
+    try:
+        t = time.perf_counter()
+        first = run_zoo(specs, train=True, jobs=args.jobs, timeout=args.timeout, cache=cache, on_result=progress,
+                        shrink=True)
+        wall = time.perf_counter() - t
+        load_after = os.getloadavg()
+        t = time.perf_counter()
+        again = run_zoo(specs, train=True, jobs=args.jobs, timeout=args.timeout, cache=cache, shrink=True)
+        rerun = time.perf_counter() - t
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    ok = [r for r in first.records if r["status"] == "ok"]
+    real = [r for r in ok if r["mode"] == "real"]
+    return {
+        "library": library,
+        "what": f"opaudit zoo --all {library} --shrink --train, against the newest release of every vendor",
+        "machine": {"cpus": os.cpu_count(), "load_before": [round(x, 1) for x in load_before],
+                    "load_after": [round(x, 1) for x in load_after], "python": platform.python_version()},
+        "versions": {"torch": torch.__version__, library: version(library), "torchvision": version("torchvision")},
+        "options": {"jobs": args.jobs, "timeout_s": args.timeout, "limit": args.limit, "shrink": True},
+        "models": len(specs),
+        "traced": len(ok),
+        "traced_real": len(real),
+        "real_share": round(len(real) / max(1, len(specs)), 3),
+        "modes": dict(Counter(r["mode"] for r in ok)),
+        "cuts": dict(Counter((r.get("cut") or {}).get("level") for r in ok)),
+        "failed_by_reason": dict(Counter(r["reason"] for r in first.failed).most_common()),
+        "wall_s": round(wall, 1),
+        "cached_rerun_s": round(rerun, 1),
+        "cached_rerun_hits": again.cached,
+        "failures": {r["spec"]: {"reason": r["reason"], "error": (r.get("error") or "")[:400]} for r in first.failed},
+        "on_meta": {r["spec"]: r.get("mode_reason") for r in ok if r["mode"] != "real"},
+        "goals": GOALS,
+        "met": {"real_share": len(real) / max(1, len(specs)) >= GOALS["real_share"]},
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--library", action="append", choices=["diffusers", "timm"], default=None)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--limit", type=int, default=None, help="only the first N models of each library")
+    ap.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
+    args = ap.parse_args()
+    for library in args.library or ["diffusers", "timm"]:
+        result = run(library, args)
+        path = args.results / f"zoo_{library}.json"
+        path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        print(json.dumps({k: v for k, v in result.items() if k not in ("failures", "on_meta")}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
