@@ -34,6 +34,15 @@ def version(name: str) -> str | None:
         return None
 
 
+def grouped(failed: list[dict]) -> list[dict]:
+    groups: dict[tuple[str, str], list[str]] = {}
+    for r in failed:
+        key = (r["reason"], (r.get("error") or "")[:400].replace(r["spec"], "<model>"))
+        groups.setdefault(key, []).append(r["spec"])
+    return [{"reason": reason, "error": error, "models": models}
+            for (reason, error), models in sorted(groups.items(), key=lambda kv: -len(kv[1]))]
+
+
 def run(library: str, args: argparse.Namespace) -> dict:
     import torch
 
@@ -85,7 +94,8 @@ def run(library: str, args: argparse.Namespace) -> dict:
         "wall_s": round(wall, 1),
         "cached_rerun_s": round(rerun, 1),
         "cached_rerun_hits": again.cached,
-        "failures": {r["spec"]: {"reason": r["reason"], "error": (r.get("error") or "")[:400]} for r in first.failed},
+        # each failure with its reason, models that failed alike together (all of timm where it does not import)
+        "failures": grouped(first.failed),
         "on_meta": {r["spec"]: r.get("mode_reason") for r in ok if r["mode"] != "real"},
         "goals": GOALS,
         "met": {"real_share": len(real) / max(1, len(specs)) >= GOALS["real_share"]},
