@@ -28,6 +28,9 @@
 #include <vector>
 
 namespace opaudit_bridge {
+// internal linkage: each C++ part (one translation unit) keeps its own statics, never another part's loaded
+// in the same process (inline functions' statics would be merged across them)
+namespace {
 
 inline std::mutex& counts_mutex() {
   static std::mutex m;
@@ -253,4 +256,5 @@ inline std::vector<std::tuple<std::string, std::string, int64_t>> bridged_counts
   return out;
 }
 
+}  // namespace
 }  // namespace opaudit_bridge

@@ -9,15 +9,24 @@
 #include <c10/core/CPUAllocator.h>
 
 namespace opaudit_host {
+// internal linkage: each C++ part (one translation unit) keeps its own statics, never another part's loaded
+// in the same process (inline functions' statics would be merged across them)
+namespace {
 
 // `resizable`: the alias may grow (an out= argument resized by the kernel) into memory of the CPU's allocator.
 inline at::Tensor alias(const at::Tensor& t, c10::DeviceType device, bool resizable = false) {
   if (!t.defined() || t.device().type() != device) return t;
   const auto& st = t.storage();
-  auto maker = at::for_blob(const_cast<void*>(st.data()), t.sizes());
-  maker.strides(t.strides()).storage_offset(t.storage_offset()).options(t.options().device(at::kCPU));
-  if (resizable) maker.resizeable_storage().allocator(c10::GetCPUAllocator());
-  auto out = maker.make_tensor();
+  // the whole storage, as the device tensor has it (not at::for_blob, whose storage ends where this view ends, and
+  // before torch 2.5 leaves the offset out of it: a later view of the alias, as a transposed key in attention, then
+  // reaches past its storage), without owning it
+  c10::Storage storage(c10::Storage::use_byte_size_t(), st.nbytes(),
+                       c10::DataPtr(const_cast<void*>(st.data()), c10::Device(c10::kCPU)),
+                       resizable ? c10::GetCPUAllocator() : nullptr, resizable);
+  auto out = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                      t.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides());
+  out.unsafeGetTensorImpl()->set_storage_offset(t.storage_offset());
   if (t.is_conj()) out._set_conj(true);
   if (t.is_neg()) out._set_neg(true);
   return out;
@@ -39,4 +48,5 @@ inline void map_results(torch::jit::Stack* stack, size_t nrets, F&& f) {
   }
 }
 
+}  // namespace
 }  // namespace opaudit_host

@@ -23,6 +23,9 @@
 #endif
 
 namespace opaudit_compat {
+// internal linkage: each C++ part (one translation unit) keeps its own statics, never another part's loaded
+// in the same process (inline functions' statics would be merged across them)
+namespace {
 
 // The OpOverload (torch.ops.<namespace>.<name>.<overload>) of an operator, borrowed. torch >= 2.8 exports its own
 // cache (torch::detail::getTorchApiFunction); before, the overload is looked up in Python once per operator and kept.
@@ -49,4 +52,5 @@ inline py::handle api_function(const c10::OperatorHandle& op) {
 #endif
 }
 
+}  // namespace
 }  // namespace opaudit_compat
