@@ -129,6 +129,8 @@ def work(job: Job) -> dict[str, Any]:
             return record
     m = trace.meta
     reason = m.mode_reason if retried is None else f"meta could not run it ({retried}); traced for real"
+    if job.shrink and job.mode == "auto" and m.mode == "real" and retried is None:
+        reason = "cut by --shrink: its step fits the memory cap"
     record.update(status="ok", mode=m.mode, mode_reason=reason, calls=m.total_calls,
                   ops=len({g.op for g in result.groups if g.kind not in ("choice", "api")}),
                   duration_s=round(time.perf_counter() - started, 2))
@@ -159,8 +161,12 @@ def _traced(job: Job, spec: str, record: dict[str, Any]) -> tuple[Any, Any, str 
                              device=job.device)
 
     retried = None
+    mode = job.mode
+    if job.shrink and mode == "auto" and _fits(named, job):
+        # a cut model: traced for real wherever its step fits the memory cap, not only within auto's comfort
+        mode = "real"
     try:
-        trace = traced(job.mode)
+        trace = traced(mode)
     except OpauditError as e:
         if job.mode != "auto" or not _needs_data(e.message) or not _fits(named, job):
             raise

@@ -219,6 +219,34 @@ def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
     return out
 
 
+def _sub_configs(config: dict[str, Any], prefix: str, depth: int = 0) -> Any:
+    """``(prefix, sub-configuration)`` for each sub-configuration, nested ones too (a vision tower's own
+    encoder): the dict fields named ``*_config``, ``encoder`` or ``decoder``."""
+    for key, value in config.items():
+        if isinstance(value, dict) and (key in SUB_CONFIGS or key.endswith("_config") or key in ("encoder", "decoder")):
+            yield f"{prefix}{key}.", value
+            if depth < 2:
+                yield from _sub_configs(value, f"{prefix}{key}.", depth + 1)
+
+
+def _at(config: dict[str, Any], prefix: str) -> Any:
+    for part in prefix.rstrip(".").split(".") if prefix else []:
+        config = config.get(part) if isinstance(config, dict) else None  # type: ignore[assignment]
+    return config
+
+
+def _applied(config: dict[str, Any], sets: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with the dotted ``sets`` applied (a copy)."""
+    out = json.loads(json.dumps(config, default=str))
+    for key, value in sets.items():
+        *parents, last = key.split(".")
+        d = out
+        for p in parents:
+            d = d.setdefault(p, {})
+        d[last] = value
+    return out
+
+
 def cut(spec: str, level: str) -> dict[str, Any]:
     """The overrides that cut ``spec``'s configuration at ``level`` (``{}`` where nothing is cut); a spec's own
     overrides are kept."""
@@ -231,18 +259,21 @@ def cut(spec: str, level: str) -> dict[str, Any]:
         return {}
     base, overrides = split_overrides(spec)
     config = _hf_config(spec, base.removeprefix("hf:"), overrides)[0].to_dict()
+    subs = list(_sub_configs(config, ""))  # (prefix, sub-configuration), at any depth
     sets = _shrunk(config, 1, "")
-    for sub in SUB_CONFIGS:
-        if isinstance(config.get(sub), dict) and not (sub == "vision_config" and _picks_layers(config)):
-            sets.update(_shrunk(config[sub], 1, f"{sub}."))
+    for prefix, sub in subs:
+        if not (prefix == "vision_config." and _picks_layers(config)):
+            sets.update(_shrunk(sub, 1, prefix))
     if level != "layers":
         s = _factor(config)
-        sets.update(_cut_dict(config, s, "", level, config))
-        for sub, value in config.items():
-            if isinstance(value, dict) and (sub in SUB_CONFIGS or sub.endswith("_config")):
-                sets.update(_cut_dict(value, s, f"{sub}.", level, config))
-        for prefix, c in (("", config), *((f"{k}.", v) for k, v in config.items() if isinstance(v, dict))):
-            table = sets.get(prefix + "per_layer_config", c.get("per_layer_config"))
+        cut_config = _applied(config, sets)  # the widths of the layers kept (per-layer lists already cut)
+        sets.update(_cut_dict(cut_config, s, "", level, config))
+        for prefix, _ in subs:
+            sub = _at(cut_config, prefix)
+            if isinstance(sub, dict):
+                sets.update(_cut_dict(sub, s, prefix, level, config))
+        for prefix, c in (("", cut_config), *((p, _at(cut_config, p)) for p, _ in subs)):
+            table = c.get("per_layer_config") if isinstance(c, dict) else None
             if isinstance(table, dict) and table and level == "small":  # settings of some layers: cut alike
                 sets[prefix + "per_layer_config"] = {i: {**v, **{k.removeprefix(f"{i}."): x for k, x in _cut_dict(
                     v, s, f"{i}.", level, config).items()}} if isinstance(v, dict) else v for i, v in table.items()}
