@@ -20,6 +20,7 @@ the flow: tests/lint/test_dataflow.py.
 from __future__ import annotations
 
 import re
+from functools import cache
 
 import libcst as cst
 
@@ -47,6 +48,11 @@ from opaudit.lint.walk import (
 )
 
 DEVICE = re.compile(r"cuda(?::(\d+))?")
+# a chip's name with an index maybe (br100, mlu370, ascend910b:0): letters, then digits, as no device type is spelled
+CHIP = re.compile(r"([A-Za-z][A-Za-z_]*\d+[A-Za-z0-9_]*)(?::(\d+))?")
+# the device types of PyTorch's backends (c10/core/DeviceType.h) and of the vendors' plugins (vendors.toml)
+BACKEND_TYPES = frozenset({"cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip", "fpga", "maia", "xla", "vulkan",
+                           "metal", "xpu", "mps", "meta", "hpu", "ve", "lazy", "ipu", "mtia", "privateuseone"})
 DEVICE_KWARGS = {"device", "device_type", "pin_memory_device", "output_device", "map_location", "device_id"}
 # callee -> (index of its positional device argument, the rule that owns a "cuda" there)
 DEVICE_ARGS = {
@@ -187,6 +193,20 @@ def _map_location(c: FileCheck, value: cst.Dict | cst.Lambda) -> None:
         c.report(value, "OA111", "a map_location function that moves storages to CUDA")
 
 
+def chip_name(s: str) -> re.Match[str] | None:
+    """``s`` as a chip's name in a device position (``br100``, ``mlu370:1``), or None: a device type of PyTorch or
+    of a vendor's plugin (``npu``, ``musa``) is no chip."""
+    m = CHIP.fullmatch(s)
+    return m if m is not None and m.group(1).lower() not in BACKEND_TYPES | _plugin_types() else None
+
+
+@cache
+def _plugin_types() -> frozenset[str]:
+    from opaudit.matrix.vendors import vendors
+
+    return frozenset(v.device_type for v in vendors().values())
+
+
 def device_string(c: FileCheck, value: cst.BaseExpression, code: str, *, type_only: bool = False,
                    string_only: bool = False, call: cst.Call | None = None, plain: bool = False) -> None:
     """A device position holding "cuda", "cuda:N", a device string built at run time, or such strings in
@@ -204,14 +224,18 @@ def device_string(c: FileCheck, value: cst.BaseExpression, code: str, *, type_on
     t = c.target
     s = string_value(value)
     if s is not None:
-        m = DEVICE.fullmatch(s)
+        m = DEVICE.fullmatch(s) or chip_name(s)
         if not m:
             return
+        if m.re is CHIP:  # a chip's name where a device type goes: the target's device type is the port
+            if not c.on("OA123"):
+                return
+            code = "OA123"
         c.handled.add(id(value))
-        if t.keeps_cuda:
+        if t.keeps_cuda and code != "OA123":
             return
         new: cst.CSTNode | None = None
-        index = m.group(1)
+        index = m.group(1) if m.re is DEVICE else m.group(2)
         if t.neutral:
             if c.acc is not None and (string_only or type_only):
                 inner = _other_quote(value)
