@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -49,15 +49,6 @@ def user_errors(json_path: Path | None = None) -> Iterator[None]:
     except KeyboardInterrupt:
         err.print("interrupted", style="yellow")
         raise typer.Exit(130) from None
-
-
-@contextmanager
-def progress() -> Iterator[Callable[[int], None]]:
-    """A live op counter on stderr for long traces."""
-    with err.status("tracing…", spinner="dots") as status:
-        def update(n: int) -> None:
-            status.update(f"tracing… {n:,} ops")
-        yield update
 
 
 def print_lines(console: Console, lines: list[str]) -> None:

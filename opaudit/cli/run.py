@@ -9,6 +9,7 @@ import typer
 
 from opaudit.cli.console import err, out, print_lines, user_errors, warn
 from opaudit.cli.options import ScriptIsModule
+from opaudit.cli.progress import LiveLine
 from opaudit.errors import OpauditError
 
 
@@ -63,11 +64,13 @@ def run(
         if simulate is not None:
             rehearsal_device()
         try:
-            result = run_script(args[0], args[1:], simulate=simulate, fallback=fallback, strict=strict,
-                                strict_unknown=strict_unknown,
-                                check_numerics=check_numerics, map_cuda=not no_map_cuda,
-                                force_cpu=tuple(cpu_ops or ()), forbid=tuple(forbid or ()),
-                                record=bool(outputs), module=module, imports=tuple(imports or ()))
+            with LiveLine(f"run {args[0]} on {simulate or fallback}" + (" (simulated)" if simulate else ""),
+                          enabled=not quiet, unit="calls on the fallback", count=_fallback_calls):
+                result = run_script(args[0], args[1:], simulate=simulate, fallback=fallback, strict=strict,
+                                    strict_unknown=strict_unknown,
+                                    check_numerics=check_numerics, map_cuda=not no_map_cuda,
+                                    force_cpu=tuple(cpu_ops or ()), forbid=tuple(forbid or ()),
+                                    record=bool(outputs), module=module, imports=tuple(imports or ()))
         except RunFailed as e:
             print_lines(err, e.stats.lines()[: 1 if quiet else None])
             saved = save_partial(e, stats_path, html=html is not None)
@@ -90,6 +93,14 @@ def run(
             warning = check_reached(result, allow_empty=allow_empty)
             if warning:
                 warn(warning)
+
+
+def _fallback_calls() -> int | None:
+    """The calls a rehearsal has sent to the fallback so far (the progress line's number; read from its thread)."""
+    from opaudit.fallback.tensor import state
+
+    sim = state.sim
+    return sim.stats.fallback_calls() if sim is not None else None
 
 
 def rehearsal_device() -> None:

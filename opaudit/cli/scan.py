@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 import opaudit
-from opaudit.cli.console import err, out, progress, user_errors
+from opaudit.cli.console import err, out, user_errors
 from opaudit.cli.options import (
     EXIT_FAIL_ON,
     AlsoLint,
@@ -35,6 +35,7 @@ from opaudit.cli.options import (
     TraceMode,
     Train,
 )
+from opaudit.cli.progress import LiveLine
 from opaudit.errors import OpauditError
 
 
@@ -77,14 +78,17 @@ def scan(
         opts.check(json_path)
         spec = load_spec(model)
 
-        def said(chosen: str, reason: str) -> None:
-            err.print(f"mode: {chosen} ({reason})", style="dim", markup=False, highlight=False)
+        with LiveLine(f"scan {model}", enabled=not quiet) as line:
+            def said(chosen: str, reason: str) -> None:
+                line.stage(f"{chosen} mode")
+                if quiet:  # else the op table's header says it
+                    err.print(f"mode: {chosen} ({reason})", style="dim", markup=False, highlight=False)
 
-        with progress() as counter:
             trace = opaudit.trace(
                 spec.make_model, spec.make_inputs, train=train, mode=mode.value, steps=steps,
                 loss_fn=spec.loss_fn, optimizer=spec.optimizer, amp=amp.value if amp else None,
-                shapes=shapes, progress=counter, on_mode=said, source=spec.source, device=device.value,
+                shapes=shapes, progress=line.ops, on_mode=said, on_stage=line.stage, source=spec.source,
+                device=device.value,
             )
         finish(trace, json_path, top, quiet, opts)
 
@@ -121,9 +125,9 @@ def trace(
         opts.check(json_path)
         if not args:
             raise OpauditError("no script given", hint="opaudit trace -- train.py --its --own --args")
-        with progress() as counter:
+        with LiveLine(f"trace {args[0]}", enabled=not quiet) as line:
             result = trace_script(args[0], args[1:], module=module, max_ops=max_ops, timeout=timeout,
-                                  shapes=shapes, progress=counter, device=device.value)
+                                  shapes=shapes, progress=line.ops, device=device.value)
         if result.meta.status == "stopped":
             err.print(f"{result.meta.error}; the trace holds what ran until then", style="yellow")
         finish(result, json_path, top, quiet, opts)

@@ -87,6 +87,11 @@ class Stats:
             s = self._ops[key] = OpStat(name, path, reason, status, source=user_line())
         return s
 
+    def fallback_calls(self) -> int:
+        """The calls on the fallback's paths counted so far, as they stand: without a sync of the C++ device's
+        counts (its own ops, never the fallback's), so a progress display may read it from another thread."""
+        return sum(s.calls for s in list(self._ops.values()) if s.path != "native")
+
     def numerics(self, s: OpStat, error: float) -> None:
         s.checked += 1
         if s.max_rel_error is None or error > s.max_rel_error or error != error:

@@ -188,6 +188,7 @@ def trace(
     scalar_oracle: UserOracle | None = None,
     progress: Callable[[int], None] | None = None,
     on_mode: Callable[[str, str], None] | None = None,
+    on_stage: Callable[[str], None] | None = None,
     source: dict | None = None,
     device: str = "cpu",
 ) -> Trace:
@@ -222,8 +223,8 @@ def trace(
         raise OpauditError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     check_device(device)
     kw: dict[str, Any] = dict(train=train, steps=steps, loss_fn=loss_fn, optimizer=optimizer, amp=amp, shapes=shapes,
-                              scalar_oracle=scalar_oracle, progress=progress, on_mode=on_mode, source=source,
-                              device=device, given=isinstance(model, nn.Module))
+                              scalar_oracle=scalar_oracle, progress=progress, on_mode=on_mode, on_stage=on_stage,
+                              source=source, device=device, given=isinstance(model, nn.Module))
     # the factories run on the CPU, as a CUDA script builds its model before model.to("cuda"); a model on meta
     # or fake tensors is not on the simulated device, whose set-up and device mapping would only cost time
     prepared = _prepare(model, inputs, mode, train)
@@ -245,8 +246,8 @@ def _prepare(model: Any, inputs: Any, mode: str, train: bool) -> Any:
 
 
 def _trace(prepared: Any, *, train: bool, steps: int, loss_fn, optimizer, amp: str | None, shapes: bool,
-           scalar_oracle: UserOracle | None, progress, on_mode, source: dict | None, device: str, given: bool,
-           sim) -> Trace:
+           scalar_oracle: UserOracle | None, progress, on_mode, on_stage, source: dict | None, device: str,
+           given: bool, sim) -> Trace:
     if on_mode is not None:
         on_mode(prepared.mode, prepared.reason)
     warnings: list[str] = []
@@ -283,6 +284,12 @@ def _trace(prepared: Any, *, train: bool, steps: int, loss_fn, optimizer, amp: s
     opt_name = None
     optimizer_steps = max(steps, 2) if train else 0
     stage = "setup"
+
+    def enter(name: str) -> str:  # the stage the model is in: for failure messages and a progress display
+        if on_stage is not None:
+            on_stage(name)
+        return name
+
     m, x = prepared.model, prepared.inputs
     common: dict[str, Any] = dict(mode=prepared.mode, mode_reason=prepared.reason, train=train, amp=amp_meta,
                                   source=source, optimizer_steps=optimizer_steps,
@@ -312,7 +319,7 @@ def _trace(prepared: Any, *, train: bool, steps: int, loss_fn, optimizer, amp: s
                 if not params:
                     raise OpauditError("the model has no parameter that requires grad, so it cannot be trained",
                                        hint="trace it without --train")
-                stage = "creating the optimizer"
+                stage = enter("creating the optimizer")
                 opt = make_opt(params)
                 opt_name = _describe_optimizer(opt)
                 scaler = _grad_scaler(prepared.device) if use_scaler else None
@@ -324,22 +331,22 @@ def _trace(prepared: Any, *, train: bool, steps: int, loss_fn, optimizer, amp: s
                 rec.bridged_before = bridged_calls() if simulated is not None else {}
                 with recording(rec):
                     if not train:
-                        stage = "the forward pass"
+                        stage = enter("the forward pass")
                         with torch.no_grad(), region():
                             _call(m, x)
                     for i in range(optimizer_steps):
                         if i < steps:
                             if i:
                                 opt.zero_grad(set_to_none=True)
-                            stage = "the forward pass"
+                            stage = enter("the forward pass")
                             with region():
                                 out = _call(m, x)
-                                stage = "the loss"
+                                stage = enter("the loss")
                                 loss = loss_fn(out, x)
-                            stage = "the backward pass"
+                            stage = enter("the backward pass")
                             (scaler.scale(loss) if scaler is not None else loss).backward()
                             del out, loss
-                        stage = "the optimizer step"
+                        stage = enter("the optimizer step")
                         if scaler is not None:
                             scaler.step(opt)
                             scaler.update()
