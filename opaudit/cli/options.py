@@ -166,7 +166,7 @@ ScriptDevice = Annotated[Device, typer.Option("--device", help=DEVICE_HELP)]
 Shapes = Annotated[bool, typer.Option("--shapes", help="Record input shapes too (more, finer records).")]
 TraceJsonPath = Annotated[Path | None, typer.Option("--json", help="Write the trace as JSON to this path.")]
 Top = Annotated[int | None, typer.Option("--top", min=1, help="Show at most this many ops per phase.")]
-Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the op table.")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the op table, nor the progress line.")]
 ScriptIsModule = Annotated[bool, typer.Option("-m", help="The script is a module name, run as python -m runs it.")]
 
 # -- which files and rules: lint, fix ----------------------------------------------------------------------

@@ -47,7 +47,8 @@ def run(
                                                     "the fallback statistics, as JSON here.")] = None,
     allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Simulation: a run in which no op reached the "
                                               "device is a warning (exit 0), not an error (exit 5).")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the summary line.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the summary line, and no progress "
+                                        "line.")] = False,
 ) -> None:
     """Run a script with the fallback: opaudit run --simulate ascend -- train.py ARGS..."""
     from opaudit.fallback.script import RunFailed, check_reached, run_script, save_partial
