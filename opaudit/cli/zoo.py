@@ -17,12 +17,13 @@ class ZooProgress:
     """The zoo's progress on stderr: models done of all, failed, cached, the time elapsed, and a line per job
     naming the model it runs (rich.progress; nothing at all when disabled)."""
 
-    def __init__(self, total: int, *, disable: bool):
+    def __init__(self, total: int, *, disable: bool, console: Any = None):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), console=err, transient=True,
-                            disable=disable)
+        # markup off: a spec is text (hf:llama:CausalLM is no emoji, a [ no style)
+        self.bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[counts]}", markup=False), TimeElapsedColumn(),
+                            console=console or err, transient=True, disable=disable)
         self.task = self.bar.add_task("zoo", total=total, counts="")
         self.failed = self.cached = 0
         self.running: dict[str, Any] = {}  # spec -> its job's line
