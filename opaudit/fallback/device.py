@@ -437,8 +437,20 @@ def _surface(sim: Simulator) -> Callable[[], None]:
     import sys
 
     stand_ins = {f.name: f.module for f in sys.meta_path if isinstance(f, _StandIn)}
-    install(load_target(sim.release.vendor), sim.name, patch, stand_ins)
+    target = load_target(sim.release.vendor)
+    install(target, sim.name, patch, stand_ins)
+    module = getattr(torch, sim.name, None)
+    if target.device_properties and isinstance(module, SimDevice):  # the fields the plugin's properties answer
+        fields = target.device_properties
+        patch(module, "get_device_properties", lambda device=None: _properties(module, fields))
     return patch.undo
+
+
+def _properties(module: SimDevice, fields: tuple[str, ...]) -> Any:
+    """Device properties with the fields the target's plugin answers (rules/targets/ device_properties), as
+    ``fix`` ports a probe only where they hold every field it reads; numbers no rehearsal can know are 0."""
+    known = {"name": module.get_device_name(), "total_memory": TOTAL_MEMORY, "multi_processor_count": 1}
+    return types.SimpleNamespace(**{f: known.get(f, 0) for f in fields}, type=module.device_name)
 
 
 def _legacy_types(sim: Simulator) -> Callable[[], None]:

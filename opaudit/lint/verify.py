@@ -217,6 +217,10 @@ def verify(script: str, argv: list[str] | None, settings: Settings, *, paths: li
             port_result = _finish(port, timeout)
         finally:
             ref_result = _finish(reference, timeout)
+        if not in_place:  # what the port's run says, told at the original's paths
+            for key in ("error", "details"):
+                if isinstance(port_result.get(key), str):
+                    port_result[key] = port_result[key].replace(str(port_root), str(root))
         ran_lines = {f: set(lines) for f, lines in port_result.get("lines", {}).items()}
         device = (port_result.get("stats") or {}).get("device") or target.device  # xpu is rehearsed as xpusim
         v = Verification(vendor, str(script), list(argv or []), fixed, ref_result, port_result, device=device,

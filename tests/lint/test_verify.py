@@ -1,0 +1,58 @@
+"""``opaudit fix --verify``: the port is rehearsed on the target's device with CUDA absent and held to the original's
+CPU run. Two programs of tests/fixtures/verify/: the legacy style (a CUDA flag, the code it guards, a typed tensor
+alias, a conditional move, a model from another module of the folder), which must port whole and train on the
+device with the CPU run's losses; and a capability probe reading `.major`, which Ascend's device properties lack,
+so the group stays CUDA and verify names what is left, where, and that nothing reached the device."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from helpers import FIXTURES, run_cli
+
+from opaudit.errors import InputError
+from opaudit.lint import Settings
+from opaudit.lint.verify import verify
+
+PROGRAMS = FIXTURES / "verify"
+
+
+def test_a_legacy_program_ports_whole_and_trains_on_the_device(tmp_path):
+    shutil.copytree(PROGRAMS / "legacy", tmp_path / "legacy")
+    folder = tmp_path / "legacy"
+    code, out, err = run_cli("fix", "-t", "ascend", "--unsafe-fixes", "--verify", "--", "train.py", "--steps", "3",
+                             cwd=folder)
+    assert code == 0, out + err
+    assert "ran to its end" in out and "parameters on npu, moved" in out, out
+    assert "losses equal to the CPU run's for 3 steps" in out, out
+    assert "the original on the CPU: ran, trains (3 optimizer steps)" in out
+    ported = (folder / "train.py").read_text()
+    # the flag, the alias and the moves changed together
+    assert "cuda = torch.npu.is_available()" in ported and "Tensor = torch.npu.FloatTensor if cuda" in ported
+    assert "critic.npu() if torch.npu.is_available() else critic" in ported and "generator.npu()" in ported
+    assert "torch.cuda" not in ported and ".cuda()" not in ported
+
+
+def test_a_probe_the_target_cannot_answer_is_left_whole_and_named(tmp_path):
+    shutil.copytree(PROGRAMS / "capability", tmp_path / "capability")
+    script = tmp_path / "capability" / "train.py"
+    before = script.read_bytes()
+    v = verify(str(script), [], Settings(target="ascend", unsafe_fixes=True), in_place=False)
+    assert script.read_bytes() == before  # a copy was verified
+    assert not v.ok and v.ran and not v.reached and v.reference_trains and not v.trained_on_device
+    left = {(f.line, f.code) for f in v.cuda_left}
+    assert {(10, "OA117"), (16, "OA106"), (16, "OA117")} <= left, left  # the probes that ran, still CUDA
+    assert [(f.line, f.code) for f in v.not_reached] == [(12, "OA118")]  # `.major`: the reason, never reached
+    problems = "\n".join(v.problems())
+    assert "no op reached the npu device" in problems and "did not train on npu" in problems
+    assert v.losses() is not None and v.losses().startswith("losses equal")  # both ran on the CPU
+
+
+def test_bad_input_is_one_message(tmp_path):
+    code, _, err = run_cli("fix", "-t", "ascend", "--verify", "--", "no_such_script.py", cwd=tmp_path)
+    assert code == 2 and "script not found: no_such_script.py" in err and "Traceback" not in err
+    code, _, err = run_cli("fix", "-t", "ascend", str(tmp_path), "--", "train.py")
+    assert code == 2 and "run by --verify only" in err
+    with pytest.raises(InputError, match="rehearses a vendor's device"):
+        verify(str(PROGRAMS / "legacy" / "train.py"), [], Settings(target="neutral"))
