@@ -195,7 +195,7 @@ def verify(script: str, argv: list[str] | None, settings: Settings, *, paths: li
         original = tmpdir / "original" / root.name
         _copy_tree(root, original)
         reference = _start(tmpdir, "reference", _moved(script_path, root, original), argv or [],
-                           _moved(cwd, root, original), original, None)
+                           _moved(cwd, root, original), original, None, root)
         try:
             if in_place:
                 port_root, port_paths = root, paths
@@ -213,7 +213,7 @@ def verify(script: str, argv: list[str] | None, settings: Settings, *, paths: li
                 port_paths = [str(_moved(Path(p), root, port_root)) for p in paths]
             left = run(port_paths, settings, jobs=jobs)  # the port as it now is
             port = _start(tmpdir, "port", _moved(script_path, root, port_root), argv or [],
-                          _moved(cwd, root, port_root), port_root, vendor)
+                          _moved(cwd, root, port_root), port_root, vendor, None if in_place else root)
             port_result = _finish(port, timeout)
         finally:
             ref_result = _finish(reference, timeout)
@@ -289,12 +289,16 @@ class _Child:
 
 
 def _start(tmpdir: Path, name: str, script: Path, argv: list[str], cwd: Path, root: Path,
-           target: str | None) -> _Child:
+           target: str | None, origin: Path | None = None) -> _Child:
+    """Run ``script`` in ``root`` (a copy of ``origin``, or the tree itself) in a process of its own."""
     out, log = tmpdir / f"{name}.json", tmpdir / f"{name}.log"
     spec = {"script": str(script), "argv": argv, "cwd": str(cwd if cwd.is_dir() else root), "root": str(root),
             "target": target, "out": str(out)}
     (tmpdir / f"{name}.spec.json").write_text(json.dumps(spec))
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONHASHSEED": "0"}  # no GPU; the same hashes
+    if env.get("PYTHONPATH") and origin is not None:  # the program's own folders on the path: those of this copy
+        env["PYTHONPATH"] = os.pathsep.join(str(_moved(Path(p), origin, root)) if p else p
+                                            for p in env["PYTHONPATH"].split(os.pathsep))
     with open(log, "wb") as f:
         proc = subprocess.Popen([sys.executable, "-m", "opaudit.lint.verify_run", str(tmpdir / f"{name}.spec.json")],
                                 stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
