@@ -713,6 +713,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("intercept_composites", &intercept_composites);
   m.def("set_kernel_ops", &opaudit_bridge::set_kernel_ops,
         "The ops whose CPU kernel refuses a CUDA call in words of its own (cuda_dtypes.toml [[kernel]]).");
+  m.def("set_wide_ops", &opaudit_bridge::set_wide_ops,
+        "The ops whose float16 calls run in float32, rounded back (cuda_dtypes.toml [[wide]]).");
   m.def("bridged", &opaudit_bridge::bridged_counts,
         "(op, dtype, calls) of the calls whose dtype the CPU kernel refused, run wide and cast back (dtype_bridge.h).");
   m.def("set_policy", &set_policy, py::arg("planner"), py::arg("handler"));

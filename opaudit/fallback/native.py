@@ -53,10 +53,11 @@ def load(note: Callable[[str], None] | None = None) -> Any:
         return ext
     ext, _reason = cbuild.load(PART, note)
     if ext is not None:
-        from opaudit.matrix.cuda_dtypes import kernel_ops
+        from opaudit.matrix.cuda_dtypes import kernel_ops, wide_ops
 
         ext.intercept_composites()
         ext.set_kernel_ops(kernel_ops())  # CUDA's dtypes that the CPU kernels refuse run wide (native/dtype_bridge.h)
+        ext.set_wide_ops(wide_ops())  # and float16 convolutions, whose CPU kernel is a slow reference path
     return ext
 
 

@@ -9,6 +9,8 @@ Two sources, each named in the file:
   test helpers import); the file records the torch version it was read from.
 - ``[[kernel]]``: pairs OpInfo is silent on, read from the kernels' own checks (a file and what it refuses),
   such as softmax's half-to-float conversion, which only CUDA's kernel makes.
+- ``[[wide]]``: ops whose float16 CPU kernel runs but slowly (a reference path), which the devices run in float32
+  and round, as CUDA's kernels accumulate (convolution: 17x slower in float16 than in float32, measured).
 
 The CUDA stand-in and the rehearsal's device run every such pair by computing wide on the CPU and casting back
 (opaudit/native/dtype_bridge.h); tests/tracing/test_dtype_bridge.py runs every OpInfo sample of every pair on
@@ -85,3 +87,9 @@ def write() -> tuple[str, int]:
 def kernel_ops() -> list[str]:
     """The ops of the ``[[kernel]]`` entries (their CPU kernel refuses a CUDA call in words of its own)."""
     return sorted({e["op"] for e in load()[2].get("kernel", [])})
+
+
+def wide_ops() -> list[str]:
+    """The ops of the ``[[wide]]`` entries (float16 runs in float32 on the devices over host memory: their CPU
+    kernel is a slow reference path for it, and CUDA's accumulates in float32)."""
+    return sorted({e["op"] for e in load()[2].get("wide", []) if e.get("dtype", "float16") == "float16"})

@@ -54,6 +54,25 @@ inline void set_kernel_ops(const std::vector<std::string>& ops) {
   kernel_ops() = std::set<std::string>(ops.begin(), ops.end());
 }
 
+// Ops whose float16 calls run in float32 and are rounded back (cuda_dtypes.toml's [[wide]]: the CPU's float16
+// kernel is a slow reference path, CUDA's accumulates in float32), set from Python once the library is loaded.
+inline std::set<std::string>& wide_ops() {
+  static std::set<std::string> ops;
+  return ops;
+}
+
+inline void set_wide_ops(const std::vector<std::string>& ops) {
+  std::lock_guard<std::mutex> g(counts_mutex());
+  wide_ops() = std::set<std::string>(ops.begin(), ops.end());
+}
+
+inline bool has_half(const std::vector<c10::IValue>& args) {
+  for (const auto& v : args) {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().scalar_type() == c10::kHalf) return true;
+  }
+  return false;
+}
+
 // The CPU kernels' words for a dtype they refuse (AT_DISPATCH's, and the checks of softmax, nansum and MKL's FFT),
 // or any refusal of an op listed as refusing a CUDA call in words of its own.
 inline bool is_dtype_refusal(const c10::OperatorHandle& op, const c10::Error& e) {
@@ -193,6 +212,8 @@ inline void count(const c10::OperatorHandle& op, std::optional<c10::ScalarType> 
 }
 
 inline void run_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKeySet cpu);
+inline bool run_wide(const c10::OperatorHandle& op, const std::vector<c10::IValue>& saved, torch::jit::Stack* stack,
+                     size_t base, c10::DispatchKeySet cpu, std::initializer_list<bool> ints_tried);
 
 // An op whose CPU kernel refuses a dtype that widening cannot help (nansum of complex numbers: complex64 is as
 // wide as it goes) and that another op computes on cleaned arguments: nansum is sum with NaN taken as zero (the
@@ -216,36 +237,51 @@ inline void run_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size(), base = stack->size() - nargs;
   std::vector<c10::IValue> saved(stack->begin() + static_cast<std::ptrdiff_t>(base), stack->end());
+  const bool wide = !wide_ops().empty() && wide_ops().count(op.operator_name().name) && has_half(saved);
   try {
-    op.redispatchBoxed(cpu, stack);
-    return;
-  } catch (const c10::Error& e) {
-    if (!is_dtype_refusal(op, e)) throw;
-    auto expected = meta_dtypes(op, saved);
-    if (!expected) throw;
-    for (bool ints : {false, true}) {
-      Widened w = widen(schema, saved, ints);
-      if (!w.changed) continue;
-      stack->resize(base);
-      for (auto& v : w.args) stack->push_back(v);
-      try {
-        op.redispatchBoxed(cpu, stack);
-      } catch (const c10::Error&) {
-        continue;
-      }
-      for (const auto& [arg, copy] : w.writes) arg.copy_(copy);
-      opaudit_host::map_results(stack, schema.returns().size(), [&](const at::Tensor& t, size_t r) {
-        return narrow_result(t, w, r < expected->size() ? std::optional((*expected)[r]) : std::nullopt);
-      });
-      count(op, w.narrowed.front().second);
+    if (!wide) {
+      op.redispatchBoxed(cpu, stack);
       return;
     }
+    if (!run_wide(op, saved, stack, base, cpu, {false})) op.redispatchBoxed(cpu, stack);  // (as it was called)
+  } catch (const c10::Error& e) {
+    if (wide || !is_dtype_refusal(op, e)) throw;
+    if (run_wide(op, saved, stack, base, cpu, {false, true})) return;
     if (reference(op, saved, stack, base, cpu)) {
       count(op, saved[0].toTensor().scalar_type());  // (reference() runs only with a tensor first)
       return;
     }
     throw;
   }
+}
+
+// The call with its narrow tensors widened (`ints`: false, then true, to widen integers too), the results cast to
+// the dtypes the op's Meta kernel gives; false where no widening runs (the stack then holds the arguments again).
+inline bool run_wide(const c10::OperatorHandle& op, const std::vector<c10::IValue>& saved, torch::jit::Stack* stack,
+                     size_t base, c10::DispatchKeySet cpu, std::initializer_list<bool> ints_tried) {
+  const auto& schema = op.schema();
+  auto expected = meta_dtypes(op, saved);
+  for (bool ints : ints_tried) {
+    if (!expected) break;
+    Widened w = widen(schema, saved, ints);
+    if (!w.changed) continue;
+    stack->resize(base);
+    for (auto& v : w.args) stack->push_back(v);
+    try {
+      op.redispatchBoxed(cpu, stack);
+    } catch (const c10::Error&) {
+      continue;
+    }
+    for (const auto& [arg, copy] : w.writes) arg.copy_(copy);
+    opaudit_host::map_results(stack, schema.returns().size(), [&](const at::Tensor& t, size_t r) {
+      return narrow_result(t, w, r < expected->size() ? std::optional((*expected)[r]) : std::nullopt);
+    });
+    count(op, w.narrowed.front().second);
+    return true;
+  }
+  stack->resize(base);
+  for (const auto& v : saved) stack->push_back(v);
+  return false;
 }
 
 // {(op, dtype): calls} of the bridged calls so far.

@@ -216,9 +216,10 @@ def install() -> StandIn:
     from opaudit.tracing.device import cuda_target
 
     ext = _module()
-    from opaudit.matrix.cuda_dtypes import kernel_ops
+    from opaudit.matrix.cuda_dtypes import kernel_ops, wide_ops
 
     ext.set_kernel_ops(kernel_ops())  # CUDA's dtypes that the CPU kernels refuse run wide (native/dtype_bridge.h)
+    ext.set_wide_ops(wide_ops())  # and float16 convolutions, whose CPU kernel is a slow reference path
     cuda = torch.cuda
     device_class = cuda.device  # a class torch's own code tests with isinstance (cuda._utils._get_device_index)
     answers = device.SimDevice("cuda")

@@ -45,6 +45,11 @@ def test_every_opinfo_sample_of_every_pair_runs_on_the_stand_in(tmp_path):
     assert sum(p["samples"] for p in ran) > 1000 and len(ran) >= 0.95 * len(report["pairs"])
     bridged = {(op, dtype) for op, dtype, _ in report["bridged"]}
     assert ("aten::histc.default", "Int") in bridged and ("aten::abs.out", "Bool") in bridged
+    # float16 convolutions run in float32 and rounded ([[wide]]: the CPU's half kernel is a slow reference path)
+    assert {w["op"] for w in report["wide"]} == {"nn.functional.conv1d", "nn.functional.conv2d",
+                                                  "nn.functional.conv_transpose2d"}
+    assert all(w["samples"] and not w["error"] and not w["mismatch"] for w in report["wide"]), report["wide"]
+    assert {("aten::convolution.default", "Half"), ("aten::convolution_backward.default", "Half")} <= bridged
 
 
 def test_half_scores_softmaxed_into_float32_train_under_fp16_autocast(tmp_path):
