@@ -39,7 +39,11 @@ from opaudit.lint.engine import DEFAULT_EXCLUDE, VCS_DIRS, Run, Settings, run
 from opaudit.lint.findings import Finding
 
 LINK_OVER = 8 << 20  # files over 8 MiB (data, checkpoints) are linked into a copy, not copied
-RTOL = 1e-4  # losses that agree within this relative difference are equal
+RTOL = 1e-3  # losses that agree within this relative difference are equal (a device's own path for a GRU cell
+# or an attention differs from the CPU's in the last digits)
+# findings that name no CUDA API, device string or library, whose effect the rehearsal itself shows: `fused=True`
+# passed on to an optimizer (the fused kernel runs on the device, or the op statistics say it falls back)
+ADVICE = frozenset({"OA207"})
 
 
 @dataclass
@@ -56,6 +60,7 @@ class Verification:
     not_reached: list[Finding] = field(default_factory=list)  # CUDA use on lines the run never reached
     device: str = ""
     in_place: bool = True  # False (--diff): the findings' lines are the lines of the port, in a copy
+    reference_argv: list[str] | None = None  # the arguments of the CPU run, where they differ (on_cpu)
 
     # -- verdicts -----------------------------------------------------------------------------------------
     @property
@@ -131,6 +136,8 @@ class Verification:
             out.append(f"  failed: {self.port.get('error')}")
             if self.port.get("details"):
                 out += ["    " + x for x in str(self.port["details"]).splitlines()]
+        if self.reference_argv is not None:
+            out.append("  the original runs on the CPU with: " + " ".join(self.reference_argv))
         if ref.get("ok"):
             trains = "trains" if ref.get("moved") else ("steps an optimizer without moving a parameter"
                                                         if ref.get("steps") else "does not train")
@@ -194,7 +201,8 @@ def verify(script: str, argv: list[str] | None, settings: Settings, *, paths: li
         tmpdir = Path(tmp)
         original = tmpdir / "original" / root.name
         _copy_tree(root, original)
-        reference = _start(tmpdir, "reference", _moved(script_path, root, original), argv or [],
+        cpu_argv = on_cpu(argv or [], target)
+        reference = _start(tmpdir, "reference", _moved(script_path, root, original), cpu_argv,
                            _moved(cwd, root, original), original, None, root)
         try:
             if in_place:
@@ -224,9 +232,9 @@ def verify(script: str, argv: list[str] | None, settings: Settings, *, paths: li
         ran_lines = {f: set(lines) for f, lines in port_result.get("lines", {}).items()}
         device = (port_result.get("stats") or {}).get("device") or target.device  # xpu is rehearsed as xpusim
         v = Verification(vendor, str(script), list(argv or []), fixed, ref_result, port_result, device=device,
-                         in_place=in_place)
+                         in_place=in_place, reference_argv=cpu_argv if cpu_argv != list(argv or []) else None)
         for f in left.findings:
-            if not f.blocking:
+            if not f.blocking or f.code in ADVICE:
                 continue
             real = os.path.realpath(f.path)
             ran = ran_lines.get(real, set())
@@ -239,6 +247,27 @@ def verify(script: str, argv: list[str] | None, settings: Settings, *, paths: li
 
 
 # -- the copies and the runs ----------------------------------------------------------------------------
+def on_cpu(argv: list[str], target: Any) -> list[str]:
+    """The arguments of the original's CPU run: an argument whose value names a device (``--device=npu``, ``--device
+    cuda:0``) names the CPU, one that names a collective backend (``--backend=hccl``, ``nccl``) names gloo."""
+    devices = {"cuda", target.device}
+    backends = {"nccl", target.dist_backend} - {""}
+
+    def value(v: str) -> str:
+        if v.split(":")[0] in devices and (":" not in v or v.split(":", 1)[1].isdigit()):
+            return "cpu"
+        return "gloo" if v in backends else v
+
+    out = []
+    for a in argv:
+        if a.startswith("-") and "=" in a:
+            k, v = a.split("=", 1)
+            out.append(f"{k}={value(v)}")
+        else:
+            out.append(a if a.startswith("-") else value(a))
+    return out
+
+
 def _moved(path: Path, root: Path, new_root: Path) -> Path:
     """``path`` (under ``root``) at its place under ``new_root``; a path outside ``root`` as it is."""
     real = path.resolve()
