@@ -55,7 +55,7 @@ def run(library: str, args: argparse.Namespace) -> dict:
         specs = all_specs(library)[: args.limit]
     except InputError as e:  # the library itself is missing: said, not run
         return {"library": library, "error": e.message, "hint": e.hint, "models": 0}
-    cache = Path(tempfile.mkdtemp(prefix=f"opaudit-zoo-{library}-"))
+    cache = args.cache or Path(tempfile.mkdtemp(prefix=f"opaudit-zoo-{library}-"))
     done = Counter()
 
     def progress(record: dict) -> None:
@@ -74,7 +74,8 @@ def run(library: str, args: argparse.Namespace) -> dict:
         again = run_zoo(specs, train=True, jobs=args.jobs, timeout=args.timeout, cache=cache, shrink=True)
         rerun = time.perf_counter() - t
     finally:
-        shutil.rmtree(cache, ignore_errors=True)
+        if args.cache is None:
+            shutil.rmtree(cache, ignore_errors=True)
     ok = [r for r in first.records if r["status"] == "ok"]
     real = [r for r in ok if r["mode"] == "real"]
     return {
@@ -94,6 +95,9 @@ def run(library: str, args: argparse.Namespace) -> dict:
         "wall_s": round(wall, 1),
         "cached_rerun_s": round(rerun, 1),
         "cached_rerun_hits": again.cached,
+        "first_run_cached": first.cached,  # > 0: the first run resumed a kept cache, its wall time is not cold
+        "durations_s": {"sum": round(sum(r.get("duration_s") or 0 for r in first.records), 1),
+                        "median": sorted(r.get("duration_s") or 0 for r in first.records)[len(first.records) // 2]},
         # each failure with its reason, models that failed alike together (all of timm where it does not import)
         "failures": grouped(first.failed),
         "on_meta": {r["spec"]: r.get("mode_reason") for r in ok if r["mode"] != "real"},
@@ -108,6 +112,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--limit", type=int, default=None, help="only the first N models of each library")
+    ap.add_argument("--cache", type=Path, default=None, help="a cache folder to keep (default: a fresh one, removed)")
     ap.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args()
     for library in args.library or ["diffusers", "timm"]:
