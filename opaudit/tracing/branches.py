@@ -121,9 +121,9 @@ class Branches:
         self._codes: list[CodeType] = []  # keeps the ids theirs
         for b in branches().values():
             fn = _function(b.function)
-            code = getattr(fn, "__code__", None)
+            code: CodeType | None = getattr(fn, "__code__", None)
             lines = _arm_lines(fn, b) if code is not None else None
-            if not lines:
+            if code is None or not lines:
                 continue
             ranges: list[tuple[int, int, str]] = []
             for start, end, line in code.co_lines():
@@ -152,7 +152,7 @@ class Branches:
         rare calls that need it (the rehearsal's dtype checks)."""
         if not self.arms:
             return None
-        f = frame if frame is not None else sys._getframe(1)
+        f: FrameType | None = frame if frame is not None else sys._getframe(1)
         while f is not None:
             if id(f.f_code) in self.arms:
                 label = self.at(f.f_code, f.f_lasti)
