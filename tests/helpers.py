@@ -12,6 +12,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# programs the tests run in a fresh process (a process simulates one device type; an import's effects are
+# checked where nothing was imported before): real files, which the linters check like any other
+SUBPROCESS = Path(__file__).resolve().parent / "subprocess"
 
 # The zoo's test set (tests/conftest.py's `tiny_zoo` runs it once): two tiny transformers models and a misspelt one.
 TINY_ZOO = ["hf:gpt2?n_layer=1&n_embd=32&n_head=2",
@@ -38,3 +41,11 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict
     proc = subprocess.run([sys.executable, "-m", "opaudit", *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, timeout=timeout, env=full_env)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def run_python(script: str, *args: str, cwd: Path | None = None, env: dict | None = None,
+               timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python tests/subprocess/SCRIPT ARGS`` in a fresh process (``env`` added to this one's): its exit code,
+    stdout and stderr."""
+    return subprocess.run([sys.executable, str(SUBPROCESS / script), *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, timeout=timeout, env={**os.environ, **(env or {})})

@@ -6,20 +6,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, run_cli
+from helpers import ROOT, run_cli, run_python
 
 from opaudit import cbuild
 from opaudit.tracing import native as tracer
 
 
-def _in_child(code: str, **env: str) -> str:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+def _in_child(probe: str, **env: str) -> str:
+    done = run_python("cbuild_child.py", probe, env={"PYTHONPATH": str(ROOT), **env})
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip()
 
@@ -32,11 +29,9 @@ def test_another_torch_installation_gets_its_own_folder(tmp_path):
     other = tmp_path / "site"
     other.mkdir()
     (other / "torch").symlink_to(Path(torch.__file__).parent, target_is_directory=True)
-    code = ("import json; from opaudit import cbuild; "
-            "print(json.dumps([cbuild.install(), [str(p.build_dir()) for p in cbuild.PARTS]]))")
     env = {k: "" for k in ("OPAUDIT_CUDA_STAND_IN_BUILD", "OPAUDIT_TRACER_BUILD", "OPAUDIT_REHEARSAL_DEVICE_BUILD")}
-    here_install, here_dirs = json.loads(_in_child(code, **env))
-    there_install, there_dirs = json.loads(_in_child(code, PYTHONPATH=f"{other}{os.pathsep}{ROOT}", **env))
+    here_install, here_dirs = json.loads(_in_child("install", **env))
+    there_install, there_dirs = json.loads(_in_child("install", PYTHONPATH=f"{other}{os.pathsep}{ROOT}", **env))
     assert there_install["torch"] == str(other / "torch") != here_install["torch"]
     assert there_install["torch_version"] == here_install["torch_version"] == torch.__version__
     assert there_install["torch_build"] == here_install["torch_build"]  # the same build, installed twice
@@ -55,8 +50,7 @@ def test_a_built_part_loads_without_a_build_step(tmp_path):
         if path.name not in (f"{tracer.NAME}.so", cbuild.MARKER):
             shutil.rmtree(path) if path.is_dir() else path.unlink()
     before = sorted(p.name for p in copy.iterdir())
-    code = "import torch; from opaudit.tracing import native; print(native.load() is not None, native.reason())"
-    assert _in_child(code, OPAUDIT_TRACER_BUILD=str(copy)) == "True None"
+    assert _in_child("load-tracer", OPAUDIT_TRACER_BUILD=str(copy)) == "True None"
     assert sorted(p.name for p in copy.iterdir()) == before  # no build file, no object: nothing was built
 
 

@@ -6,15 +6,13 @@ import enum
 import json
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import typing
 from pathlib import Path
 
 import pytest
 import typer
-from helpers import FIXTURES, ROOT, run_cli
+from helpers import FIXTURES, ROOT, run_cli, run_python
 
 MODELS = FIXTURES / "models"
 SCRIPTS = FIXTURES / "scripts"
@@ -293,10 +291,7 @@ def test_files_lint_cannot_read_are_reported_not_crashed_on(tmp_path):
 
 
 def test_a_spec_whose_library_is_missing_names_the_extra(tmp_path):
-    code = ("import sys; sys.modules['transformers'] = None\n"
-            "from opaudit.cli import main\n"
-            "main(['scan', 'hf:bert', '-q'])\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    done = run_python("without_transformers.py", "scan", "hf:bert", "-q", cwd=tmp_path)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "hf:bert: transformers is not installed" in done.stderr and "opaudit[hf]" in done.stderr
     _no_traceback(done.stderr)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import zipfile
 
-from helpers import ROOT
+from helpers import ROOT, SUBPROCESS
 
 
 def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
@@ -38,25 +38,11 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
                    check=True, capture_output=True)
-    probe = (
-        "import opaudit, opaudit.data as d, torch;"
-        "print(opaudit.__file__);"
-        "print(*(d.data_dir(n) for n in d.FOLDERS));"
-        "m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5));"
-        "t = opaudit.trace(m, torch.randn(2, 8), train=True);"
-        "print(sorted(r.op for r in t.records if r.kind == 'choice'));"
-        "from opaudit.report import render;"
-        "a = opaudit.audit(t, ['ascend@2.6.0.post5']);"
-        "print(a.verdict('ascend').verdict, len(render(a, 'html')) > 10000, len(a.verdicts));"
-        "from opaudit.lint import Settings, fix_source, load_catalogue;"
-        "print(len(load_catalogue().rules), fix_source(b'import torch\\ntorch.cuda.synchronize()\\n',"
-        " Settings(target='musa')).new.decode().splitlines()[-1]);"
-        "from opaudit.matrix import provenance;"
-        "print(provenance.page_path(), provenance.page_path().is_file())"
-    )
     env = {**os.environ, "PYTHONPATH": str(target)}
-    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True,
-                         cwd=tmp_path, env=env).stdout.splitlines()
+    done = subprocess.run([sys.executable, str(SUBPROCESS / "wheel_probe.py")], capture_output=True, text=True,
+                          cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout.splitlines()
     assert out[0].startswith(str(target))
     assert all(p.startswith(str(target / "opaudit" / "_data")) for p in out[1].split())
     assert out[2] == "['aten::dropout.default']"  # the tracer read device_selected.toml from the wheel

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from helpers import FIXTURES, ROOT, run_cli
+from helpers import FIXTURES, SUBPROCESS, run_cli
 
 
 def test_the_environment_variable_installs_the_fallback_after_the_plugin(testdev_built, tmp_path):
@@ -18,9 +18,8 @@ def test_the_environment_variable_installs_the_fallback_after_the_plugin(testdev
            "OPAUDIT_FALLBACK_STATS": str(stats),
            "PYTHONPATH": os.pathsep.join([str(FIXTURES / "plugins"), str(plugin)])}
     # the .pth as site-packages would process it (an editable checkout has it in the package folder)
-    code = (f"import site, runpy; site.addsitedir({str(ROOT / 'opaudit' / 'fallback')!r}); "
-            f"runpy.run_path({str(plugin / 'relu_script.py')!r}, run_name='__main__')")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    cmd = [sys.executable, str(SUBPROCESS / "with_pth.py"), str(plugin / "relu_script.py")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert float(proc.stdout.strip().splitlines()[-1]) == 0.0
     assert "fallback on ascend@" in proc.stderr and "relu" in proc.stderr
@@ -29,7 +28,7 @@ def test_the_environment_variable_installs_the_fallback_after_the_plugin(testdev
     assert any(o["op"] == "relu" and o["calls"] == 1 for o in st["ops"])
     # without the variable the same script fails the way the plugin fails
     env.pop("OPAUDIT_FALLBACK")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode != 0 and "Could not run 'aten::" in proc.stderr
 
 

@@ -4,13 +4,12 @@ optimizer mid-training, with the map_location forms real scripts use, through th
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 import torch
-from helpers import FIXTURES, ROOT, rehearsed_ops, run_cli
+from helpers import FIXTURES, ROOT, rehearsed_ops, run_cli, run_python
 
 RESUME = str(FIXTURES / "fallback" / "resume_training.py")
 
@@ -95,33 +94,10 @@ def test_a_storage_on_the_simulated_device_is_one_or_stops_with_a_message_not_a_
     assert "limit of the CPU rehearsal" in stderr and "storage.py" in stderr
 
 
-WRAPPED_BEFORE = """
-import io
-import torch
-import opaudit.fallback as fb
-
-calls = []
-def counted(name, fn):
-    def wrapper(*args, **kwargs):
-        calls.append(name)
-        return fn(*args, **kwargs)
-    return wrapper
-
-torch.save, torch.load = counted("save", torch.save), counted("load", torch.load)
-with fb.simulate("ascend"):
-    buf = io.BytesIO()
-    torch.save({"w": torch.ones(2, device="npu")}, buf)
-    buf.seek(0)
-    back = torch.load(buf)
-print(calls, back["w"].device)
-"""
-
-
 def test_a_wrapper_put_on_torch_save_before_the_rehearsal_still_runs():
     """A program's (or a library's) wrapper of torch.save / torch.load made before the rehearsal began runs in
     it, as on the device, around the rehearsal's own checkpointing."""
-    proc = subprocess.run([sys.executable, "-c", WRAPPED_BEFORE], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = run_python("save_wrapped_before.py", env={"PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "['save', 'load'] npu:0"
 

@@ -4,12 +4,9 @@ generators made for the device."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch
-from helpers import FIXTURES, ROOT, run_cli
+from helpers import FIXTURES, run_cli, run_python
 
 SCRIPT = str(FIXTURES / "fallback" / "device_names.py")
 
@@ -30,23 +27,7 @@ def test_every_way_a_script_names_cuda_lands_on_the_simulated_device(engine, mon
 
 
 def test_torch_is_as_it_was_after_the_simulation():
-    code = """
-import torch
-from torch.utils._device import DeviceContext
-before = (torch.zeros, torch.fft.fftfreq, torch._C._nn._parse_to, DeviceContext.__init__, dict(vars(torch.Tensor)))
-import opaudit.fallback as fb
-with fb.simulate("ascend"):
-    assert torch.zeros(1, device="cuda").device.type == "npu"
-    assert torch.zeros is not before[0]
-after = (torch.zeros, torch.fft.fftfreq, torch._C._nn._parse_to, DeviceContext.__init__, dict(vars(torch.Tensor)))
-assert all(a is b for a, b in zip(before[:4], after[:4])), after
-renamed = {"npu", "is_npu"}  # the PrivateUse1 rename's own methods stay: a process simulates one device type
-assert {k: v for k, v in after[4].items() if k not in renamed} == before[4], set(after[4]) ^ set(before[4])
-from opaudit.tracing.patching import standing
-assert not standing
-print("ok")
-"""
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    proc = run_python("torch_restored.py")
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
@@ -80,28 +61,8 @@ def test_a_generator_made_for_the_device_seeds_its_random_ops(how, device, tmp_p
     assert line.split()[0] == ("cuda:0" if how == "trace" else "npu:0")
 
 
-REENTRY = """
-import torch
-from opaudit.fallback.simulator import Simulator
-from opaudit.tracing import apis
-from opaudit.tracing.device import cuda_target
-from opaudit.tracing.recorder import Recording, recording
-
-bound, plans = [], []
-for _ in range(3):
-    with Simulator(cuda_target()) as sim:
-        with recording(Recording()):
-            torch.zeros(2, device="cuda").relu()
-        bound.append((torch.zeros, torch.Tensor.to, torch.Tensor.pin_memory))
-        plans.append(apis._plan[1])
-assert all(a is b for a, b in zip(bound[1], bound[2])), "a simulation bound wrappers of its own"
-assert plans[1] is not None and plans[2] is plans[1], "the recording resolved its bindings again"
-print("ok")
-"""
-
-
 def test_a_recording_in_a_later_simulation_reuses_the_last_plan():
     """Every simulation binds the same device-name wrappers, so a recording in each reuses the last recording's
     replacements instead of resolving every api binding again (its set-up, bench/tracer_overhead.py)."""
-    proc = subprocess.run([sys.executable, "-c", REENTRY], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    proc = run_python("recording_reentry.py")
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]

@@ -17,7 +17,7 @@ import json
 
 import pytest
 import torch
-from helpers import FIXTURES, rehearsed_ops, run_cli
+from helpers import FIXTURES, ROOT, rehearsed_ops, run_cli, run_python
 
 # op -> the op the other engine runs in its place (None: nothing), native first (module doc)
 ENGINE_PATHS = {"_reshape_alias": "view", "add_.Tensor": "add.Tensor", "_to_copy": None,
@@ -76,48 +76,11 @@ def test_both_engines_rehearse_a_script_alike(tmp_path, case):
                                        msg=lambda m, n=name: f"{case} {n}: {m}")
 
 
-HANDLER_PROBE = """
-import torch
-from opaudit.fallback import native
-from opaudit.fallback.simulator import Simulator
-
-sim = Simulator("ascend", force_cpu=["sum", "empty_like"])
-seen = []
-handle = sim.handle
-
-def watching(func, args, kwargs):
-    seen.append((str(func), {k: v for k, v in kwargs.items() if k in ("dtype", "layout", "memory_format")}))
-    return handle(func, args, kwargs)
-
-sim.handle = watching
-with sim:
-    assert sim.runs_on == "native", native.reason()
-    x = torch.ones(3, 2, device="cuda")
-    y = x.sum(0, dtype=torch.float64)
-    z = torch.empty_like(x, memory_format=torch.contiguous_format)
-assert y.dtype == torch.float64 and y.device == x.device and y.cpu().tolist() == [3.0, 3.0]
-assert z.shape == x.shape and z.device == x.device
-calls = dict(seen)
-assert calls["aten.sum.dim_IntList"]["dtype"] is torch.float64, calls
-assert calls["aten.empty_like.default"]["memory_format"] is torch.contiguous_format, calls
-assert {o.op: o.path for o in sim.stats.fallen_back()} == {"sum.dim_IntList": "cpu", "empty_like": "cpu"}
-print("OK")
-"""
-
-
 def test_an_op_the_cpp_device_hands_to_python_comes_as_a_python_kernel_gets_it():
     """The C++ device's calls of the rehearsal's handler pass a dtype, a layout and a memory format as torch's
     objects (its stack holds them as ints), so that fallbacks and decompositions compare them as they do. In a
     process of its own: a process simulates one device type."""
-    import os
-    import subprocess
-    import sys
-
-    from helpers import ROOT
-
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", HANDLER_PROBE], capture_output=True, text=True, timeout=600,
-                          env=env, cwd=ROOT)
+    proc = run_python("handler_kwargs.py", env={"PYTHONPATH": str(ROOT)}, timeout=600)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
 
 

@@ -25,7 +25,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import FIXTURES, ROOT, run_cli
+from helpers import FIXTURES, ROOT, SUBPROCESS, run_cli, run_python
 
 from opaudit.fallback.stats import Stats
 
@@ -45,8 +45,9 @@ def _result(stdout: str) -> dict:
     raise AssertionError(f"no JSON result in the output:\n{stdout[-3000:]}")
 
 
-def drive(*args: str, env: dict | None = None, code: str | None = None) -> dict:
-    cmd = [sys.executable, "-c", code] if code else [sys.executable, str(DRIVER), *args]
+def drive(*args: str, env: dict | None = None, with_pth: bool = False) -> dict:
+    """The driver's SCENARIO in a fresh process; ``with_pth``: after opaudit's .pth file, as site-packages runs it."""
+    cmd = [sys.executable, *([str(SUBPROCESS / "with_pth.py")] if with_pth else []), str(DRIVER), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT,
                           env={**os.environ, **(env or {})})
     assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
@@ -375,9 +376,7 @@ def test_environment_variables_force_cpu_and_forbid(testdev_built, tmp_path):
     env = {"OPAUDIT_FALLBACK": "ascend", "OPAUDIT_FALLBACK_AFTER": "fake_npu_plugin",
            "OPAUDIT_FALLBACK_CPU": "add.out, aten::exp.out", "OPAUDIT_FALLBACK_FORBID": "relu",
            "OPAUDIT_FALLBACK_STATS": str(stats), "PYTHONPATH": str(PLUGINS)}
-    code = (f"import site, runpy, sys; site.addsitedir({str(ROOT / 'opaudit' / 'fallback')!r}); "
-            f"sys.argv = [{str(DRIVER)!r}, 'autostart']; runpy.run_path({str(DRIVER)!r}, run_name='__main__')")
-    r = drive(env=env, code=code)
+    r = drive("autostart", env=env, with_pth=True)
     assert not r["before_plugin"] and r["installed"]
     assert r["target"].startswith("ascend@") and r["forced"] == ["add.out", "exp.out"] and r["forbidden"] == ["relu"]
     assert r["add"] and r["exp"]
@@ -409,8 +408,7 @@ def test_the_documented_functions_survive_an_import_of_their_module(name, first)
     """``opaudit.fallback.install`` and ``.simulate`` are the documented functions whatever was used before
     them: here another lazy name of the same submodule, whose import binds the package attribute of the
     submodule's name (no device needed; no submodule is named after a function)."""
-    code = f"import opaudit.fallback as fb; fb.{first}; print(type(fb.{name}).__name__)"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    proc = run_python("documented_function.py", name, first, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "function"
 

@@ -5,11 +5,9 @@ simulation in a process of its own."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from helpers import FIXTURES, ROOT, run_cli
+from helpers import FIXTURES, run_cli, run_python
 
 MIB = 2**20
 
@@ -59,20 +57,6 @@ def test_a_training_step_holds_exactly_its_tensors_and_returns_to_its_baseline(r
 
 
 def test_each_device_index_counts_its_own():
-    code = """
-import torch
-from opaudit.fallback import simulate
-with simulate("ascend", device_count=2):
-    a = torch.empty(1000, dtype=torch.uint8, device="npu:0")
-    b = torch.empty(3000, dtype=torch.uint8, device="npu:1")
-    c = b[10:]
-    torch.npu.set_device(1)
-    print(torch.npu.memory_allocated(0), torch.npu.memory_allocated(1), torch.npu.memory_allocated(),
-          torch.npu.memory_allocated("npu:0"), torch.npu.max_memory_allocated(torch.device("npu", 1)))
-    del b, c
-    torch.npu.reset_peak_memory_stats(0)
-    print(torch.npu.memory_allocated(1), torch.npu.max_memory_allocated(1), torch.npu.max_memory_allocated(0))
-"""
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    proc = run_python("memory_per_index.py")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split("\n")[:2] == ["1000 3000 3000 1000 3000", "0 3000 1000"]

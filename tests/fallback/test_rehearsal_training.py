@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import FIXTURES, ROOT, run_cli
+from helpers import FIXTURES, ROOT, SUBPROCESS, run_cli
 
 SCRIPT = str(FIXTURES / "fallback" / "gpt_amp_cuda.py")
 REFERENCE = str(FIXTURES / "fallback" / "cpu_reference.py")
@@ -98,70 +98,18 @@ def test_a_one_rank_ddp_rehearsal_trains_too(vendor, backend, reference, tmp_pat
     _same_training(run, reference("bfloat16"))
 
 
-AFTER_CPU_BACKWARD = """
-import torch
-import opaudit.fallback as fb
-
-m = torch.nn.Linear(8, 4)
-m(torch.randn(2, 8)).sum().backward()  # the autograd engine starts its device threads: no simulated device yet
-with fb.simulate("ascend"):
-    m2 = torch.nn.Linear(8, 4).to("npu")
-    before = m2.weight.detach().cpu().clone()
-    opt = torch.optim.AdamW(m2.parameters(), lr=1e-2)
-    for _ in range(2):
-        with torch.autocast("npu", dtype=torch.bfloat16):
-            loss = m2(torch.randn(2, 8, device="npu")).float().sum()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-    after = m2.weight.detach().cpu()
-    assert type(after) is torch.Tensor and after.device.type == "cpu", (type(after), after.device)
-    assert not torch.equal(before, after)
-    w = torch.ones(3, device="npu", requires_grad=True)
-    (w * 2).cpu().sum().backward()  # a gradient through a copy to the host comes back to the device
-    assert w.grad.device.type == "npu" and w.grad.tolist() == [2.0, 2.0, 2.0]
-m(torch.randn(2, 8)).sum().backward()  # and the CPU after it
-print("trained")
-"""
-
-
 def test_a_rehearsal_after_a_cpu_backward_in_the_same_process():
     """Also: .cpu() gives a CPU tensor, and tolist() works on a device tensor, as on a device."""
-    proc = _python("-c", AFTER_CPU_BACKWARD)
+    proc = _python(str(SUBPROCESS / "after_cpu_backward.py"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "trained" in proc.stdout
-
-
-FORMATTED = """
-import torch
-import opaudit.fallback as fb
-
-
-def formatted(device):
-    acc = torch.tensor([3.0], device=device).mul_(25.0)[0]  # a top-1 accuracy, as pytorch/examples imagenet keeps it
-    loss = torch.tensor(0.5, device=device)
-    out = [f"{acc:6.2f}", f"{loss:.4e}", f"{loss}"]
-    for x in (torch.nn.Parameter(torch.ones((), device=device)), torch.ones(2, device=device)):
-        try:
-            out.append(f"{x:.2f}")
-        except TypeError as e:
-            out.append(type(e).__name__)
-    return out
-
-
-cpu = formatted("cpu")
-with fb.simulate("ascend"):
-    device = formatted("npu")
-print(cpu)
-print(device)
-"""
 
 
 def test_a_device_scalar_formats_as_its_number_as_on_a_device():
     """A training loop's meter formats 0-dim device tensors with a format spec: torch formats a plain tensor's
     number (a parameter, or a tensor of more than one element, raises TypeError), and the simulated device
     tensor, a subclass, does the same."""
-    proc = _python("-c", FORMATTED)
+    proc = _python(str(SUBPROCESS / "device_scalar_format.py"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     cpu, device = proc.stdout.splitlines()
     assert cpu == device == "[' 75.00', '5.0000e-01', '0.5', 'TypeError', 'TypeError']"

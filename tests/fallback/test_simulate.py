@@ -7,11 +7,9 @@ import copy
 import json
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
-from helpers import FIXTURES, ROOT, run_cli
+from helpers import FIXTURES, ROOT, run_cli, run_python
 
 from opaudit.matrix import load_database, load_matrix
 
@@ -205,12 +203,7 @@ def test_a_port_that_sets_the_targets_backend_flags_rehearses(vendor, device, tm
                                  cwd=tmp_path)
     assert rc == 0, stderr[-2000:]
     assert f"trained on {device}: loss" in stdout
-    code = ("import torch, opaudit.fallback as f\n"
-            "with f.simulate('ascend'):\n"
-            "    assert torch.npu.matmul.allow_hf32 is False\n"  # torch_npu's default
-            "    torch.npu.matmul.allow_hf32 = True\n"
-            "print(hasattr(torch.npu, 'matmul'), hasattr(torch.npu, 'conv'))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    proc = run_python("ascend_flags.py")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["False", "False"]
 

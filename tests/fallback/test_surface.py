@@ -6,47 +6,18 @@ rules/targets/) answer it. Each simulation in its own process (PrivateUse1 is re
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from helpers import ROOT, run_cli
+from helpers import run_cli, run_python
 
 from opaudit.lint import load_catalogue, load_target
 from opaudit.lint.rules.apis import written_names
 
 TARGETS = ["ascend", "biren", "cambricon", "musa", "xpu", "mps"]
 
-PROBE = """
-import json, sys
-import torch
-from opaudit.fallback.simulator import simulate
-from opaudit.fallback.surface import resolve
-from opaudit.lint import load_catalogue, load_target
-from opaudit.lint.rules.apis import written_names
-
-target = load_target(sys.argv[1])
-missing = []
-with simulate(sys.argv[1], plugin_import=True):
-    if target.package:
-        __import__(target.package)
-    names = sorted(written_names(target, load_catalogue(), "2.13"))
-    for name in names:
-        try:
-            resolve(name)
-        except (AttributeError, ImportError):
-            missing.append(name)
-    under_module = [n for n in names if n.startswith(target.module + ".")]
-    device_module = getattr(torch, target.device) if target.package else None
-print(json.dumps({"names": len(names), "missing": missing, "device_module": type(device_module).__name__,
-                  "under_module": len(under_module)}))
-"""
-
-
 @pytest.mark.parametrize("target", TARGETS)
 def test_every_name_fix_writes_resolves_in_the_simulated_target(target):
-    proc = subprocess.run([sys.executable, "-c", PROBE, target], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300)
+    proc = run_python("surface_probe.py", target)  # tests/subprocess/: a process simulates one device type
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.splitlines()[-1])
     assert out["names"] >= 10 and out["under_module"] >= 5  # the check has something to check

@@ -4,10 +4,8 @@ is part of the rewrite), and guarded on request (--guarded-import, guarded-impor
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
-from helpers import run_cli
+from helpers import run_cli, run_python
 
 # a package of the usual kind: a trainer that picks its device, a helper that seeds every generator
 TRAINER = ("import torch\n\n\nclass Trainer:\n    def __init__(self, model):\n"
@@ -48,8 +46,7 @@ def test_guarded_import_from_the_option_and_from_pyproject(tmp_path):
     assert "try:\n    import torch_npu  # noqa: F401" in text and "except ImportError:" in text
     assert text.index("import torch\n") < text.index("try:") < text.index("def set_seed")
     # the port still imports (and runs on the CPU) where torch_npu is not installed
-    probe = "import pkg.utils, pkg.trainer; print('imported')"
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, timeout=120)
+    proc = run_python("import_modules.py", "pkg.utils", "pkg.trainer", cwd=root, timeout=120)
     assert proc.returncode == 0 and "imported" in proc.stdout, proc.stderr
     # fixing again changes nothing
     rc, out, err = run_cli("fix", "--target", "ascend", "--guarded-import", "--diff", str(root), cwd=root)

@@ -11,7 +11,7 @@ import json
 
 import pytest
 import torch
-from helpers import ROOT, run_cli
+from helpers import ROOT, run_cli, run_python
 
 import opaudit
 from opaudit.fallback import Stats, compare_device_ops
@@ -200,20 +200,7 @@ def test_caveats_match_either_side_of_a_cast():
 
 
 def test_the_api_traces_a_given_model_on_simulated_cuda_and_leaves_it_where_it_was():
-    import subprocess
-    import sys
-
-    code = (
-        "import torch, opaudit\n"
-        "m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))\n"
-        "t = opaudit.trace(m, torch.randn(2, 8), train=True, amp='bf16', device='cuda')\n"
-        "assert next(m.parameters()).device.type == 'cpu', 'the given model was moved'\n"
-        "assert t.meta.device == 'cuda' and t.meta.simulated['name'] == 'cudasim', t.meta\n"
-        "assert ('float32->bfloat16',) in {r.dtypes for r in t.records if r.op == 'aten::_to_copy.default'}\n"
-        "assert 'aten::_foreach_add_.Tensor' in t.host_ops() and 'aten::_foreach_lerp_.Scalar' in t.ops()\n"
-        "print('ok')\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc = run_python("trace_api_on_cuda.py")
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 

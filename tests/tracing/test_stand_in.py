@@ -6,13 +6,10 @@ Each trace runs the command line in a process of its own (the stand-in must be l
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
-from helpers import ROOT, run_cli
+from helpers import ROOT, run_cli, run_python
 
 from opaudit import standin
 
@@ -73,24 +70,19 @@ def test_a_stand_in_that_does_not_build_leaves_the_simulated_device(tmp_path):
     assert not (tmp_path / "build" / f"{standin.NAME}.so").exists()
 
 
-def _python(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+def _python(*args: str) -> str:
+    done = run_python("stand_in_child.py", *args, env={"PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip()
 
 
 def test_the_loader_imports_no_torch_and_declines_once_torch_is_imported():
-    assert _python("import sys; from opaudit import standin; assert 'torch' not in sys.modules; import torch; "
-                   "print(standin.prepare())") == "torch was imported before the stand-in could be loaded"
+    assert _python("loader") == "torch was imported before the stand-in could be loaded"
 
 
 def test_the_library_api_takes_the_stand_in_where_the_caller_loaded_it_and_the_simulator_elsewhere():
-    code = ("import opaudit, torch; m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()); "
-            "t = opaudit.trace(m, torch.randn(2, 4), device='cuda'); "
-            "print(t.meta.simulated['engine'], sorted(t.ops()), next(m.parameters()).device)")
-    native = _python("from opaudit import standin; assert standin.prepare() is None; " + code)
-    simulated = _python(code)
+    native = _python("api", "--stand-in")
+    simulated = _python("api")
     assert native.startswith("stand-in ") and simulated.startswith("simulator ")
     # the same ops; the caller's model stays where it was
     assert native.split(" ", 1)[1] == simulated.split(" ", 1)[1] and native.endswith(" cpu")
