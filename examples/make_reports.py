@@ -4,8 +4,8 @@
     python examples/make_reports.py --render   # only re-render the reports from the committed traces
 
 Each example keeps its trace (``<name>.trace.json``) beside its reports (``.html``, ``.md``), so the
-reports can be rebuilt without the models; a test checks that re-rendering the committed traces
-reproduces the committed reports (they are current with coverage_db and the report code).
+reports can be rebuilt without the models; tests/report/test_examples.py checks that the committed reports
+say what the audit of the committed traces says today (targets, verdicts, the ops each target lacks).
 """
 
 from __future__ import annotations
