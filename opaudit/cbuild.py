@@ -81,14 +81,15 @@ class Part:
 
 _HERE = Path(__file__).resolve().parent
 INCLUDE = _HERE / "native"  # the headers the parts share
-_DEVICES = (INCLUDE / "dtype_bridge.h", INCLUDE / "host_alias.h")  # what the two devices over host memory share
+# what the two devices over host memory share
+_DEVICES = (INCLUDE / "dtype_bridge.h", INCLUDE / "host_alias.h", INCLUDE / "torch_compat.h")
 STAND_IN = Part("opaudit_cuda_stand_in", _HERE / "standin" / "cuda.cpp", "cuda-stand-in", "OPAUDIT_CUDA_STAND_IN_BUILD",
                 "opaudit's CUDA stand-in", 20, _DEVICES)
 TRACER = Part("opaudit_tracer", _HERE / "tracing" / "recorder.cpp", "tracer", "OPAUDIT_TRACER_BUILD",
               "the tracer's C++ recorder", 30, (INCLUDE / "torch_compat.h",))
 REHEARSAL_DEVICE = Part("opaudit_rehearsal_device", _HERE / "fallback" / "device.cpp", "rehearsal-device",
                         "OPAUDIT_REHEARSAL_DEVICE_BUILD", "the rehearsal's C++ device", 30,
-                        (*_DEVICES, INCLUDE / "torch_compat.h"))
+                        _DEVICES)
 PARTS = (STAND_IN, TRACER, REHEARSAL_DEVICE)
 
 

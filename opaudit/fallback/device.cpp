@@ -92,7 +92,7 @@ struct HostAllocator final : at::Allocator {
     }
     std::free(header);
   }
-  at::DataPtr allocate(size_t nbytes) override {
+  at::DataPtr allocate(size_t nbytes) OPAUDIT_ALLOCATE_CONST override {
     c10::Device dev(kDev, cur_dev);
     if (nbytes == 0) return {nullptr, nullptr, &deleter, dev};
     void* raw = nullptr;
@@ -108,7 +108,9 @@ struct HostAllocator final : at::Allocator {
     return {data, data, &deleter, dev};
   }
   at::DeleterFnPtr raw_deleter() const override { return &deleter; }
+#ifdef OPAUDIT_TORCH_2_3
   void copy_data(void* dst, const void* src, std::size_t n) const override { default_copy_data(dst, src, n); }
+#endif
 };
 HostAllocator host_allocator;
 const bool alloc_registered [[maybe_unused]] = [] {
@@ -133,7 +135,7 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
   c10::Stream getStream(c10::Device d) const noexcept override { return c10::Stream(c10::Stream::DEFAULT, d); }
   c10::Stream getDefaultStream(c10::Device d) const override { return getStream(d); }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return getStream(d); }
-  c10::Stream getNewStream(c10::Device d, int) const override { return getStream(d); }
+  c10::Stream getNewStream(c10::Device d, int) const OPAUDIT_OVERRIDE_2_4 { return getStream(d); }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override { return getStream(s.device()); }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count.load(); }
   void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
@@ -142,28 +144,29 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
   bool queryEvent(void*) const override { return true; }
   bool queryStream(const c10::Stream&) const override { return true; }
   void synchronizeStream(const c10::Stream&) const override {}
-  void synchronizeEvent(void*) const override {}
+  void synchronizeEvent(void*) const OPAUDIT_OVERRIDE_2_4 {}
   void synchronizeDevice(const c10::DeviceIndex) const OPAUDIT_OVERRIDE_NEWER {}
-  double elapsedTime(void*, void*, const c10::DeviceIndex) const override { return 0.0; }
+  double elapsedTime(void*, void*, const c10::DeviceIndex) const OPAUDIT_OVERRIDE_2_4 { return 0.0; }
 };
 C10_REGISTER_GUARD_IMPL(PrivateUse1, Guard);
 
-// (isBuilt, isAvailable, init and isPinnedPtr joined the interface after torch 2.4: no `override` on them, so the
-// same source builds against both; getDefaultGenerator was not const before 2.5: both are given)
+// (isBuilt, isAvailable, init and isPinnedPtr joined the interface after torch 2.4, the device and memory functions
+// after 2.1: `override` only where the torch built against has them, so the same source builds against each;
+// getDefaultGenerator was not const before 2.5: both are given)
 struct Hooks final : at::PrivateUse1HooksInterface {
   bool isBuilt() const OPAUDIT_OVERRIDE_NEWER { return true; }
   bool isAvailable() const OPAUDIT_OVERRIDE_NEWER { return true; }
-  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  bool hasPrimaryContext(c10::DeviceIndex) const OPAUDIT_OVERRIDE_2_4 { return true; }
   void init() const OPAUDIT_OVERRIDE_NEWER {}
-  c10::DeviceIndex deviceCount() const override { return device_count.load(); }
-  void setCurrentDevice(c10::DeviceIndex i) const override { check_index(i); cur_dev = i; }
-  c10::DeviceIndex getCurrentDevice() const override { return cur_dev; }
-  c10::DeviceIndex exchangeDevice(c10::DeviceIndex i) const override {
+  c10::DeviceIndex deviceCount() const OPAUDIT_OVERRIDE_2_4 { return device_count.load(); }
+  void setCurrentDevice(c10::DeviceIndex i) const OPAUDIT_OVERRIDE_2_4 { check_index(i); cur_dev = i; }
+  c10::DeviceIndex getCurrentDevice() const OPAUDIT_OVERRIDE_2_4 { return cur_dev; }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex i) const OPAUDIT_OVERRIDE_2_4 {
     auto old = cur_dev;
     if (i >= 0) setCurrentDevice(i);
     return old;
   }
-  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex i) const override { return exchangeDevice(i); }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex i) const OPAUDIT_OVERRIDE_2_4 { return exchangeDevice(i); }
   const at::Generator& getDefaultGenerator(c10::DeviceIndex) const OPAUDIT_OVERRIDE_NEWER {
     return at::detail::getDefaultCPUGenerator();  // random ops run on the host's generator, as their kernels do
   }
@@ -172,8 +175,8 @@ struct Hooks final : at::PrivateUse1HooksInterface {
 #endif
   at::Device getDeviceFromPtr(void*) const override { return {kDev, cur_dev}; }
   bool isPinnedPtr(const void*) const OPAUDIT_OVERRIDE_NEWER { return false; }
-  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
-  void resizePrivateUse1Bytes(const c10::Storage& s, size_t n) const override {
+  at::Allocator* getPinnedMemoryAllocator() const OPAUDIT_OVERRIDE_2_4 { return c10::GetCPUAllocator(); }
+  void resizePrivateUse1Bytes(const c10::Storage& s, size_t n) const OPAUDIT_OVERRIDE_2_4 {
     c10::DeviceGuard g(s.device());
     at::native::resize_bytes_cpu(s.unsafeGetStorageImpl(), n);
   }
@@ -186,23 +189,23 @@ const bool hooks_registered [[maybe_unused]] = [] {
 // ------------------------------------------------------------------- helpers
 at::Tensor as_cpu(const at::Tensor& t, bool resizable = false) { return opaudit_host::alias(t, kDev, resizable); }
 
-at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
-                               std::optional<at::Layout>, std::optional<at::Device> device, std::optional<bool>,
-                               std::optional<at::MemoryFormat> fmt) {
+at::Tensor empty_memory_format(at::IntArrayRef size, c10::optional<at::ScalarType> dtype,
+                               c10::optional<at::Layout>, c10::optional<at::Device> device, c10::optional<bool>,
+                               c10::optional<at::MemoryFormat> fmt) {
   c10::DeviceGuard g(device.value_or(c10::Device(kDev)));
   return at::detail::empty_generic(size, &host_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), fmt);
 }
 
-at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
-                         std::optional<at::Layout>, std::optional<at::Device> device, std::optional<bool>) {
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, c10::optional<at::ScalarType> dtype,
+                         c10::optional<at::Layout>, c10::optional<at::Device> device, c10::optional<bool>) {
   c10::DeviceGuard g(device.value_or(c10::Device(kDev)));
   return at::detail::empty_strided_generic(size, stride, &host_allocator,
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            c10::dtype_or_default(dtype));
 }
 
-const at::Tensor& device_resize(const at::Tensor& self, at::IntArrayRef size, std::optional<at::MemoryFormat> fmt) {
+const at::Tensor& device_resize(const at::Tensor& self, at::IntArrayRef size, c10::optional<at::MemoryFormat> fmt) {
   c10::DeviceGuard g(self.device());
   return at::native::resize_(self, size, fmt);
 }
@@ -214,7 +217,7 @@ void sync_back(const at::Tensor& dev, const at::Tensor& alias, const void* orig_
       dev.unsafeGetTensorImpl()->set_sizes_and_strides(alias.sizes(), alias.strides(), alias.storage_offset());
     return;
   }
-  device_resize(dev, alias.sizes(), std::nullopt);
+  device_resize(dev, alias.sizes(), c10::nullopt);
   as_cpu(dev).copy_(alias);
 }
 
@@ -347,10 +350,10 @@ at::Tensor to_device(const at::Tensor& t, const std::vector<Arg>& args, c10::Dev
     return adopt(t, device);
   c10::DeviceGuard g(device);
   if (t.numel() == 0)  // (batch norm's saved statistics in eval): nothing to copy
-    return empty_strided(t.sizes(), t.strides(), t.scalar_type(), std::nullopt, device, std::nullopt);
+    return empty_strided(t.sizes(), t.strides(), t.scalar_type(), c10::nullopt, device, c10::nullopt);
   auto out = t.is_non_overlapping_and_dense()
-      ? empty_strided(t.sizes(), t.strides(), t.scalar_type(), std::nullopt, device, std::nullopt)
-      : empty_memory_format(t.sizes(), t.scalar_type(), std::nullopt, device, std::nullopt, std::nullopt);
+      ? empty_strided(t.sizes(), t.strides(), t.scalar_type(), c10::nullopt, device, c10::nullopt)
+      : empty_memory_format(t.sizes(), t.scalar_type(), c10::nullopt, device, c10::nullopt, c10::nullopt);
   as_cpu(out).copy_(t);
   return out;
 }
@@ -383,7 +386,7 @@ std::pair<bool, bool> placement(const c10::FunctionSchema& schema, const torch::
       }
     } else if (v.isOptionalTensorList()) {
       for (const auto& t : v.toOptionalTensorList()) {
-        std::optional<at::Tensor> x = t;
+        c10::optional<at::Tensor> x = t;
         device |= x && x->defined() && x->device().type() == kDev;
         host |= x && x->defined() && x->is_cpu() && x->dim() > 0;
       }
@@ -420,7 +423,7 @@ void run_native(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Sta
     } else if (v.isOptionalTensorList()) {
       auto list = v.toOptionalTensorList();
       for (size_t j = 0; j < list.size(); ++j) {
-        std::optional<at::Tensor> t = list.get(j);
+        c10::optional<at::Tensor> t = list.get(j);
         if (t) list.set(j, convert(*t, write));
       }
       v = list;
@@ -597,7 +600,7 @@ void dispatch(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::St
 
 // ------------------------------------------------------- counted infrastructure
 at::Tensor strided_view(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
-                       std::optional<int64_t> offset) {
+                       c10::optional<int64_t> offset) {
   return at::native::as_strided_tensorimpl(self, size, stride, offset);
 }
 at::Tensor view_(const at::Tensor& self, c10::IntArrayRef size) { return at::native::view(self, size); }
@@ -615,17 +618,17 @@ at::Tensor& set_source_storage(at::Tensor& self, at::Storage src) {
   RET NAME##_counted PARAMS { if (counting.load(std::memory_order_relaxed)) ++infra_calls[I]; return NAME ARGS; }
 
 WRAP(0, empty_memory_format, at::Tensor,
-     (at::IntArrayRef s, std::optional<at::ScalarType> d, std::optional<at::Layout> l, std::optional<at::Device> v,
-      std::optional<bool> p, std::optional<at::MemoryFormat> f), (s, d, l, v, p, f))
+     (at::IntArrayRef s, c10::optional<at::ScalarType> d, c10::optional<at::Layout> l, c10::optional<at::Device> v,
+      c10::optional<bool> p, c10::optional<at::MemoryFormat> f), (s, d, l, v, p, f))
 WRAP(1, empty_strided, at::Tensor,
-     (at::IntArrayRef s, at::IntArrayRef st, std::optional<at::ScalarType> d, std::optional<at::Layout> l,
-      std::optional<at::Device> v, std::optional<bool> p), (s, st, d, l, v, p))
+     (at::IntArrayRef s, at::IntArrayRef st, c10::optional<at::ScalarType> d, c10::optional<at::Layout> l,
+      c10::optional<at::Device> v, c10::optional<bool> p), (s, st, d, l, v, p))
 WRAP(2, strided_view, at::Tensor,
-     (const at::Tensor& t, c10::IntArrayRef s, c10::IntArrayRef st, std::optional<int64_t> o), (t, s, st, o))
+     (const at::Tensor& t, c10::IntArrayRef s, c10::IntArrayRef st, c10::optional<int64_t> o), (t, s, st, o))
 WRAP(3, view_, at::Tensor, (const at::Tensor& t, c10::IntArrayRef s), (t, s))
 WRAP(4, reshape_alias_, at::Tensor, (const at::Tensor& t, c10::IntArrayRef s, c10::IntArrayRef st), (t, s, st))
 WRAP(5, device_resize, const at::Tensor&,
-     (const at::Tensor& t, at::IntArrayRef s, std::optional<at::MemoryFormat> f), (t, s, f))
+     (const at::Tensor& t, at::IntArrayRef s, c10::optional<at::MemoryFormat> f), (t, s, f))
 WRAP(6, set_source_storage, at::Tensor&, (at::Tensor& t, at::Storage s), (t, std::move(s)))
 WRAP(7, set_storage, at::Tensor&,
      (at::Tensor& t, at::Storage s, int64_t o, at::IntArrayRef sz, at::IntArrayRef st), (t, std::move(s), o, sz, st))

@@ -35,6 +35,7 @@ from opaudit.fallback import checkpoint, memory
 from opaudit.fallback.patches import Patches
 from opaudit.fallback.stats import warn_at_user
 from opaudit.fallback.tensor import SimTensor, state
+from opaudit.torchcompat import TensorBase
 
 if TYPE_CHECKING:
     from opaudit.fallback.simulator import Simulator
@@ -851,7 +852,7 @@ def _placing_entries() -> tuple[tuple[Any, str], ...]:
     ``torch.device`` context fills in (torch.utils._device), the legacy ``Tensor.new`` and
     ``torch._C._nn._parse_to`` (``nn.Module.to``)."""
     c = torch._C
-    holders: list[tuple[Any, Any]] = [(torch, vars(torch)), (torch.Tensor, vars(c.TensorBase))]
+    holders: list[tuple[Any, Any]] = [(torch, vars(torch)), (torch.Tensor, vars(TensorBase))]
     holders += [(getattr(c, n), vars(getattr(c, n))) for n in ("_nn", "_linalg", "_fft", "_special", "_sparse",
                                                                  "_nested") if hasattr(c, n)]
     names = {s.name.removeprefix("aten::") for s in torch._C._jit_get_all_schemas()

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from opaudit import torchcompat
 from opaudit.errors import InputError
 from opaudit.fallback import memory, native
 from opaudit.fallback.choose import Chooser, cpu_impl, decomposing, decomposition, op_name, run_decomposition
@@ -520,6 +521,10 @@ def setup_device(name: str) -> str:
     or it cannot be built) or ``wrapper`` (tensor.SimTensor)."""
     if _setup.get("name") == name:
         return _setup["engine"]
+    torchcompat.require("a simulated device (the CUDA path of scan and trace, run --simulate, fix --verify)",
+                        torchcompat.SIMULATED_DEVICE,
+                        "on this torch: opaudit scan/trace --device cpu (the CPU path), lint, fix, matrix, report; "
+                        "or a venv with torch >= 2.4 for the rehearsal")
     current = torch._C._get_privateuse1_backend_name()
     if _setup or current != "privateuseone":
         raise InputError(f"this process already has a {current!r} device: a process simulates one device type",

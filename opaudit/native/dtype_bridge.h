@@ -91,7 +91,7 @@ inline bool is_dtype_argument(const c10::Argument& a) {
 }
 
 // The dtype a narrow one is computed in; `ints` widens integer and bool tensors too (a second attempt).
-inline std::optional<c10::ScalarType> wide(c10::ScalarType t, bool ints) {
+inline c10::optional<c10::ScalarType> wide(c10::ScalarType t, bool ints) {
   switch (t) {
     case c10::kHalf:
     case c10::kBFloat16: return c10::kFloat;
@@ -100,7 +100,7 @@ inline std::optional<c10::ScalarType> wide(c10::ScalarType t, bool ints) {
     default: break;
   }
   if (ints && c10::isIntegralType(t, /*includeBool=*/false)) return c10::kDouble;
-  return std::nullopt;
+  return c10::nullopt;
 }
 
 struct Widened {
@@ -148,7 +148,7 @@ inline Widened widen(const c10::FunctionSchema& schema, const std::vector<c10::I
 // The dtypes of the op's results as the device's kernel makes them: its Meta kernel on meta copies of the
 // arguments. Empty where the op has no Meta kernel; nullopt where the Meta kernel refuses the call (every
 // device would).
-inline std::optional<std::vector<c10::ScalarType>> meta_dtypes(const c10::OperatorHandle& op,
+inline c10::optional<std::vector<c10::ScalarType>> meta_dtypes(const c10::OperatorHandle& op,
                                                               const std::vector<c10::IValue>& args) {
   std::vector<c10::ScalarType> out;
   if (!op.hasKernelForDispatchKey(c10::DispatchKey::Meta)) return out;
@@ -167,7 +167,7 @@ inline std::optional<std::vector<c10::ScalarType>> meta_dtypes(const c10::Operat
     } else if (v.isOptionalTensorList()) {
       auto list = v.toOptionalTensorList().copy();
       for (size_t j = 0; j < list.size(); ++j) {
-        std::optional<at::Tensor> t = list.get(j);
+        c10::optional<at::Tensor> t = list.get(j);
         if (t) list.set(j, meta(*t));
       }
       stack.emplace_back(list);
@@ -178,7 +178,7 @@ inline std::optional<std::vector<c10::ScalarType>> meta_dtypes(const c10::Operat
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
   } catch (const c10::Error&) {
-    return std::nullopt;
+    return c10::nullopt;
   }
   for (const auto& v : stack) {
     if (v.isTensor()) out.push_back(v.toTensor().defined() ? v.toTensor().scalar_type() : c10::kFloat);
@@ -188,7 +188,7 @@ inline std::optional<std::vector<c10::ScalarType>> meta_dtypes(const c10::Operat
   return out;
 }
 
-inline at::Tensor narrow_result(const at::Tensor& r, const Widened& w, std::optional<c10::ScalarType> expected) {
+inline at::Tensor narrow_result(const at::Tensor& r, const Widened& w, c10::optional<c10::ScalarType> expected) {
   if (!r.defined()) return r;
   for (const auto& [arg, copy] : w.writes)
     if (r.unsafeGetTensorImpl() == copy.unsafeGetTensorImpl()) return arg;
@@ -203,7 +203,7 @@ inline at::Tensor narrow_result(const at::Tensor& r, const Widened& w, std::opti
 }
 
 // One bridged call of `op`, under the narrow dtype it was called with.
-inline void count(const c10::OperatorHandle& op, std::optional<c10::ScalarType> narrow) {
+inline void count(const c10::OperatorHandle& op, c10::optional<c10::ScalarType> narrow) {
   std::string name = op.operator_name().name;
   name += "." + (op.operator_name().overload_name.empty() ? std::string("default") : op.operator_name().overload_name);
   std::string dtype = narrow ? std::string(c10::toString(*narrow)) : "";
@@ -274,7 +274,7 @@ inline bool run_wide(const c10::OperatorHandle& op, const std::vector<c10::IValu
     }
     for (const auto& [arg, copy] : w.writes) arg.copy_(copy);
     opaudit_host::map_results(stack, schema.returns().size(), [&](const at::Tensor& t, size_t r) {
-      return narrow_result(t, w, r < expected->size() ? std::optional((*expected)[r]) : std::nullopt);
+      return narrow_result(t, w, r < expected->size() ? c10::optional<c10::ScalarType>((*expected)[r]) : c10::nullopt);
     });
     count(op, w.narrowed.front().second);
     return true;

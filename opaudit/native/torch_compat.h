@@ -14,6 +14,22 @@
 #define OPAUDIT_HAS_TORCH_API_FUNCTION 1
 #endif
 
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+// at::Allocator: allocate() is const up to torch 2.2, and copy_data() (with default_copy_data) comes in 2.3
+#define OPAUDIT_TORCH_2_3 1
+#define OPAUDIT_ALLOCATE_CONST
+#else
+#define OPAUDIT_ALLOCATE_CONST const
+#endif
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+// a virtual function the interface has from torch 2.4 on (the PrivateUse1 hooks' device count, current device, ...;
+// torch 2.1's interface has only getDefaultGenerator and getDeviceFromPtr)
+#define OPAUDIT_OVERRIDE_2_4 override
+#else
+#define OPAUDIT_OVERRIDE_2_4
+#endif
+
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
 #define OPAUDIT_TORCH_2_5 1
 // a virtual function the interface has from torch 2.5 on (the PrivateUse1 hooks' isBuilt, isAvailable, ...)

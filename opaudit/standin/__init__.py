@@ -315,7 +315,9 @@ def _scatter(tensor: Any, devices: list[int], chunk_sizes: list[int] | None, dim
     no ``api`` record (tracing.apis wraps torch.Tensor's)."""
     import torch
 
-    base = torch._C.TensorBase
+    from opaudit.torchcompat import TensorBase
+
+    base = TensorBase
     if not devices:
         raise RuntimeError("Expected at least one device to scatter to")
     if chunk_sizes is not None and len(chunk_sizes) != len(devices):

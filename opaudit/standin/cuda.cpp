@@ -19,6 +19,8 @@
 // that calls one with a CUDA device fails: copy_ is registered here for that reason).
 #include <torch/extension.h>
 
+#include "torch_compat.h"
+
 #include "dtype_bridge.h"
 #include "host_alias.h"
 
@@ -56,7 +58,7 @@ struct HostAllocator final : at::Allocator {
     live_bytes -= header[0];
     std::free(header);
   }
-  at::DataPtr allocate(size_t nbytes) override {
+  at::DataPtr allocate(size_t nbytes) OPAUDIT_ALLOCATE_CONST override {
     c10::Device dev(kDev, cur_dev);
     if (nbytes == 0) return {nullptr, nullptr, &deleter, dev};
     void* raw = nullptr;
@@ -69,7 +71,9 @@ struct HostAllocator final : at::Allocator {
     return {data, data, &deleter, dev};
   }
   at::DeleterFnPtr raw_deleter() const override { return &deleter; }
+#ifdef OPAUDIT_TORCH_2_3
   void copy_data(void* dst, const void* src, std::size_t n) const override { default_copy_data(dst, src, n); }
+#endif
 };
 HostAllocator host_allocator;
 const bool alloc_registered [[maybe_unused]] = [] {
@@ -93,7 +97,7 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
   c10::Stream getStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
   c10::Stream getDefaultStream(c10::Device d) const override { return getStream(d); }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return getStream(d); }
-  c10::Stream getNewStream(c10::Device d, int) const override { return getStream(d); }
+  c10::Stream getNewStream(c10::Device d, int) const OPAUDIT_OVERRIDE_2_4 { return getStream(d); }
   c10::Stream exchangeStream(c10::Stream s) const override { return getStream(s.device()); }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count; }
   void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
@@ -102,9 +106,9 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
   bool queryEvent(void*) const override { return true; }
   bool queryStream(const c10::Stream&) const override { return true; }
   void synchronizeStream(const c10::Stream&) const override {}
-  void synchronizeEvent(void*) const override {}
+  void synchronizeEvent(void*) const OPAUDIT_OVERRIDE_2_4 {}
   void synchronizeDevice(const c10::DeviceIndex) const override {}
-  double elapsedTime(void*, void*, const c10::DeviceIndex) const override { return 0.0; }
+  double elapsedTime(void*, void*, const c10::DeviceIndex) const OPAUDIT_OVERRIDE_2_4 { return 0.0; }
 };
 C10_REGISTER_GUARD_IMPL(CUDA, Guard);
 
@@ -148,9 +152,9 @@ namespace {
 // DDP's reducer asks for a timer of its device type (libtorch_cuda registers CUDA's): host-timed here
 struct HostTimer final : c10d::Timer {
   explicit HostTimer(c10::Device) {}
-  std::optional<int64_t> measureDifference(Event start, Event end) override {
+  c10::optional<int64_t> measureDifference(Event start, Event end) override {
     auto a = getTimestamp(start), b = getTimestamp(end);
-    if (!a || !b || *b < *a) return std::nullopt;
+    if (!a || !b || *b < *a) return c10::nullopt;
     return *b - *a;
   }
 };
@@ -162,7 +166,7 @@ namespace {
 
 at::Tensor as_cpu(const at::Tensor& t, bool resizable = false) { return opaudit_host::alias(t, kDev, resizable); }
 
-const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size, std::optional<at::MemoryFormat> fmt) {
+const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size, c10::optional<at::MemoryFormat> fmt) {
   c10::DeviceGuard g(self.device());
   return at::native::resize_(self, size, fmt);
 }
@@ -174,20 +178,20 @@ void sync_back(const at::Tensor& dev, const at::Tensor& alias, const void* orig_
       dev.unsafeGetTensorImpl()->set_sizes_and_strides(alias.sizes(), alias.strides(), alias.storage_offset());
     return;
   }
-  resize_(dev, alias.sizes(), std::nullopt);
+  resize_(dev, alias.sizes(), c10::nullopt);
   as_cpu(dev).copy_(alias);
 }
 
-at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
-                               std::optional<at::Layout>, std::optional<at::Device> device,
-                               std::optional<bool>, std::optional<at::MemoryFormat> fmt) {
+at::Tensor empty_memory_format(at::IntArrayRef size, c10::optional<at::ScalarType> dtype,
+                               c10::optional<at::Layout>, c10::optional<at::Device> device,
+                               c10::optional<bool>, c10::optional<at::MemoryFormat> fmt) {
   c10::DeviceGuard g(device.value_or(c10::Device(kDev)));
   return at::detail::empty_generic(size, &host_allocator, c10::DispatchKeySet(c10::DispatchKey::CUDA),
                                    c10::dtype_or_default(dtype), fmt);
 }
 
-at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
-                         std::optional<at::Layout>, std::optional<at::Device> device, std::optional<bool>) {
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, c10::optional<at::ScalarType> dtype,
+                         c10::optional<at::Layout>, c10::optional<at::Device> device, c10::optional<bool>) {
   c10::DeviceGuard g(device.value_or(c10::Device(kDev)));
   return at::detail::empty_strided_generic(size, stride, &host_allocator,
                                            c10::DispatchKeySet(c10::DispatchKey::CUDA), c10::dtype_or_default(dtype));
@@ -261,8 +265,8 @@ at::Tensor to_device(const at::Tensor& t, const std::vector<Arg>& args, c10::Dev
     return adopt(t, device);
   c10::DeviceGuard g(device);
   auto out = t.is_non_overlapping_and_dense()
-      ? empty_strided(t.sizes(), t.strides(), t.scalar_type(), std::nullopt, device, std::nullopt)
-      : empty_memory_format(t.sizes(), t.scalar_type(), std::nullopt, device, std::nullopt, std::nullopt);
+      ? empty_strided(t.sizes(), t.strides(), t.scalar_type(), c10::nullopt, device, c10::nullopt)
+      : empty_memory_format(t.sizes(), t.scalar_type(), c10::nullopt, device, c10::nullopt, c10::nullopt);
   as_cpu(out).copy_(t);
   return out;
 }
@@ -294,7 +298,7 @@ void boxed(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack
     } else if (v.isOptionalTensorList()) {
       auto list = v.toOptionalTensorList();
       for (size_t j = 0; j < list.size(); ++j) {
-        std::optional<at::Tensor> t = list.get(j);
+        c10::optional<at::Tensor> t = list.get(j);
         if (t) list.set(j, convert(*t, write));
       }
       v = list;
@@ -345,7 +349,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("reset_peak", [] { peak_bytes = live_bytes.load(); });
   m.def("device_bytes", [](int64_t nbytes) {
     return at::Tensor(at::detail::empty_generic({nbytes}, &host_allocator, c10::DispatchKeySet(c10::DispatchKey::CUDA),
-                                                at::kByte, std::nullopt));
+                                                at::kByte, c10::nullopt));
   }, "A uint8 tensor of nbytes on the current device, made without the dispatcher (no op to record), whose "
      "storage stands for torch.UntypedStorage(nbytes, device='cuda'), which the CPU build cannot make.");
   m.def("current_device", [] { return int(cur_dev); });

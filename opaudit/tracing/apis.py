@@ -31,11 +31,12 @@ from typing import Any
 
 import torch
 
+from opaudit.torchcompat import TensorBase
 from opaudit.tracing.choices import choice_entries
 from opaudit.tracing.patching import Patches, references
 
 _CIA = "CompositeImplicitAutograd"
-_BUILTIN = (type(torch.relu), type(torch._C.TensorBase.relu))  # builtin function, method descriptor
+_BUILTIN = (type(torch.relu), type(TensorBase.relu))  # builtin function, method descriptor
 _current_node = torch._C._current_autograd_node
 
 
@@ -48,7 +49,7 @@ def _holders() -> tuple[tuple[Any, Mapping[str, Any]], ...]:
         sub = getattr(c, name, None)
         if sub is not None:
             out.append((sub, vars(sub)))
-    out.append((torch.Tensor, vars(c.TensorBase)))  # a method set on torch.Tensor shadows TensorBase's
+    out.append((torch.Tensor, vars(TensorBase)))  # a method set on torch.Tensor shadows TensorBase's
     return tuple(out)
 
 
