@@ -319,6 +319,50 @@ def audit(trace: Trace, targets: Sequence[str | Matrix] | None = None, *, landsc
     return result
 
 
+# the oldest PyTorch opaudit runs on, and the oldest its simulated devices (the CUDA path) run on: torchcompat.py
+OLDEST_TORCH = (2, 1)
+OLDEST_TORCH_CUDA_PATH = (2, 4)
+
+
+def retrace_advice(trace: Trace, r: Any) -> str:
+    """What to run to trace the same code under release ``r``'s PyTorch (a version_skew verdict: the trace holds
+    ops or APIs that PyTorch lacks, which code written for it would not call): a venv with that torch, opaudit
+    installed from where this one runs, and the command that made this trace, for that target."""
+    import shlex
+
+    torch_v = r.torch
+    have = version_key(torch_v)[:2]
+    if have < OLDEST_TORCH:
+        return (f"opaudit runs on PyTorch >= {OLDEST_TORCH[0]}.{OLDEST_TORCH[1]}: {r.key}'s PyTorch {torch_v} "
+                "cannot re-trace the code; the audit above is what the data says")
+    src = trace.meta.source or {}
+    kind = src.get("kind")
+    if kind == "model" and src.get("path"):
+        factory = src.get("factory")
+        spec = src["path"] + (f":{factory}" if factory and factory != "get_model" else "")
+        command = ["scan", spec] + (["--train"] if trace.meta.train else [])
+    elif kind == "spec" and src.get("spec"):
+        command = ["scan", str(src["spec"])] + (["--train"] if trace.meta.train else [])
+    elif kind == "script" and src.get("path"):
+        command = ["trace", "-t", r.key, "--", *(["-m"] if src.get("module") else []), src["path"],
+                   *src.get("argv", [])]
+    else:
+        command = ["scan", "MODEL"]
+    if command[0] == "scan":
+        command += ["-t", r.key]
+    if have < OLDEST_TORCH_CUDA_PATH:
+        command.insert(1, "--device")
+        command.insert(2, "cpu")
+    pins = [f"torch=={torch_v}"] + (["numpy<2", "pandas<3"] if have < (2, 3) else [])
+    here = Path(__file__).resolve().parent.parent
+    install = [*pins, "-e", str(here)] if (here / "pyproject.toml").exists() else [*pins, "opaudit"]
+    venv = f".venv-torch{torch_v}"
+    cpu = (" (the CPU path: the CUDA path needs PyTorch >= "
+           f"{OLDEST_TORCH_CUDA_PATH[0]}.{OLDEST_TORCH_CUDA_PATH[1]})") if have < OLDEST_TORCH_CUDA_PATH else ""
+    return (f"re-trace under {r.key}'s PyTorch {torch_v}{cpu}: python -m venv {venv} && . {venv}/bin/activate && "
+            f"pip install {shlex.join(install)} && opaudit {shlex.join(command)}")
+
+
 def default_targets(db: Database | None = None) -> list[str]:
     """The newest published release of every vendor, and of CUDA and MPS (not of the CPU itself)."""
     db = db or load_database()
@@ -471,6 +515,8 @@ def _advise(a: Audit, key: str, db: Database) -> None:
                 remaining -= set(fixed)
             if not remaining:
                 break
+    if v.verdict == "version_skew":
+        v.advice.append(retrace_advice(a.trace, r))
     foreach = [g for g, _ in bad if g.op.startswith("aten::_foreach_") and g.phase == "optimizer"]
     if foreach and r.device_type not in FOREACH_DEVICES and r.dispatch_key != "PrivateUse1":
         v.advice.append(f"torch.optim picks its foreach path by default only on {', '.join(FOREACH_DEVICES)} and "
