@@ -331,9 +331,10 @@ def _probes_with_their_uses(c: FileCheck) -> None:
               and (r.fix or c.rules[r.code].fix) == "safe"]
     if not probes:
         return
+    # environment variables (OA5xx) and backend flags (OA6xx) left as they are change nothing off CUDA
     unsafe = next((r for r in c.plan.reports if r.replacement is not None and r.code not in PROBE_RULES
-                   and r.code != "OA106" and c.rules[r.code].severity != "info"
-                   and (r.fix or c.rules[r.code].fix) == "unsafe"), None)
+                   and r.code != "OA106" and not r.code.startswith(("OA5", "OA6"))
+                   and c.rules[r.code].severity != "info" and (r.fix or c.rules[r.code].fix) == "unsafe"), None)
     if unsafe is None:
         return
     for r in probes:
