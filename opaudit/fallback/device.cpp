@@ -145,19 +145,18 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
   bool queryStream(const c10::Stream&) const override { return true; }
   void synchronizeStream(const c10::Stream&) const override {}
   void synchronizeEvent(void*) const OPAUDIT_OVERRIDE_2_4 {}
-  void synchronizeDevice(const c10::DeviceIndex) const OPAUDIT_OVERRIDE_NEWER {}
+  void synchronizeDevice(const c10::DeviceIndex) const OPAUDIT_OVERRIDE_2_6 {}
   double elapsedTime(void*, void*, const c10::DeviceIndex) const OPAUDIT_OVERRIDE_2_4 { return 0.0; }
 };
 C10_REGISTER_GUARD_IMPL(PrivateUse1, Guard);
 
-// (isBuilt, isAvailable, init and isPinnedPtr joined the interface after torch 2.4, the device and memory functions
-// after 2.1: `override` only where the torch built against has them, so the same source builds against each;
-// getDefaultGenerator was not const before 2.5: both are given)
+// (the interface grew from torch 2.1 to 2.7: `override` only where the torch built against has the function,
+// torch_compat.h; getDefaultGenerator was not const before 2.5: both are given)
 struct Hooks final : at::PrivateUse1HooksInterface {
-  bool isBuilt() const OPAUDIT_OVERRIDE_NEWER { return true; }
-  bool isAvailable() const OPAUDIT_OVERRIDE_NEWER { return true; }
+  bool isBuilt() const OPAUDIT_OVERRIDE_2_7 { return true; }
+  bool isAvailable() const OPAUDIT_OVERRIDE_2_7 { return true; }
   bool hasPrimaryContext(c10::DeviceIndex) const OPAUDIT_OVERRIDE_2_4 { return true; }
-  void init() const OPAUDIT_OVERRIDE_NEWER {}
+  void init() const OPAUDIT_OVERRIDE_2_6 {}
   c10::DeviceIndex deviceCount() const OPAUDIT_OVERRIDE_2_4 { return device_count.load(); }
   void setCurrentDevice(c10::DeviceIndex i) const OPAUDIT_OVERRIDE_2_4 { check_index(i); cur_dev = i; }
   c10::DeviceIndex getCurrentDevice() const OPAUDIT_OVERRIDE_2_4 { return cur_dev; }
@@ -167,14 +166,14 @@ struct Hooks final : at::PrivateUse1HooksInterface {
     return old;
   }
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex i) const OPAUDIT_OVERRIDE_2_4 { return exchangeDevice(i); }
-  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const OPAUDIT_OVERRIDE_NEWER {
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const OPAUDIT_OVERRIDE_2_5 {
     return at::detail::getDefaultCPUGenerator();  // random ops run on the host's generator, as their kernels do
   }
 #ifndef OPAUDIT_TORCH_2_5
   const at::Generator& getDefaultGenerator(c10::DeviceIndex) override { return at::detail::getDefaultCPUGenerator(); }
 #endif
   at::Device getDeviceFromPtr(void*) const override { return {kDev, cur_dev}; }
-  bool isPinnedPtr(const void*) const OPAUDIT_OVERRIDE_NEWER { return false; }
+  bool isPinnedPtr(const void*) const OPAUDIT_OVERRIDE_2_5 { return false; }
   at::Allocator* getPinnedMemoryAllocator() const OPAUDIT_OVERRIDE_2_4 { return c10::GetCPUAllocator(); }
   void resizePrivateUse1Bytes(const c10::Storage& s, size_t n) const OPAUDIT_OVERRIDE_2_4 {
     c10::DeviceGuard g(s.device());

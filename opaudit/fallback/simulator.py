@@ -538,8 +538,15 @@ def setup_device(name: str) -> str:
         torch._register_device_module(name, module)
         memory.native = native.ext  # (the device's allocator counts its memory, in and between rehearsals)
     else:
-        from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+        from torch.utils import backend_registration
 
+        if not hasattr(backend_registration, "_setup_privateuseone_for_python_backend"):  # (torch 2.7 lacks it)
+            raise InputError(f"the rehearsal's wrapper engine needs a newer torch than {torch.__version__} (a Python "
+                             "backend on PrivateUse1: torch.utils.backend_registration), and its C++ device is not "
+                             f"in place: {native.reason() or 'OPAUDIT_REHEARSAL_DEVICE=wrapper'}",
+                             hint="install a C++ compiler (g++) and ninja, so the C++ device builds "
+                                  "(opaudit doctor --build)")
+        _setup_privateuseone_for_python_backend = backend_registration._setup_privateuseone_for_python_backend
         engine = "wrapper"
         _setup_privateuseone_for_python_backend(name, backend_module=module)
         lib.fallback(backend_kernel, "PrivateUse1")

@@ -30,12 +30,25 @@
 #define OPAUDIT_OVERRIDE_2_4
 #endif
 
+// `override` on a virtual function the interface has from that torch on, as read in each release's headers
+// (PyPI's wheels): 2.5 the PrivateUse1 hooks' const getDefaultGenerator and isPinnedPtr; 2.6 the hooks' init and
+// the device guard's synchronizeDevice; 2.7 the hooks' isBuilt and isAvailable. Before, the same functions are
+// plain members (never called), so one source builds against each release.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
 #define OPAUDIT_TORCH_2_5 1
-// a virtual function the interface has from torch 2.5 on (the PrivateUse1 hooks' isBuilt, isAvailable, ...)
-#define OPAUDIT_OVERRIDE_NEWER override
+#define OPAUDIT_OVERRIDE_2_5 override
 #else
-#define OPAUDIT_OVERRIDE_NEWER
+#define OPAUDIT_OVERRIDE_2_5
+#endif
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+#define OPAUDIT_OVERRIDE_2_6 override
+#else
+#define OPAUDIT_OVERRIDE_2_6
+#endif
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 7)
+#define OPAUDIT_OVERRIDE_2_7 override
+#else
+#define OPAUDIT_OVERRIDE_2_7
 #endif
 
 namespace opaudit_compat {

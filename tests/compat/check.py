@@ -1,0 +1,120 @@
+"""The compatibility subset: opaudit's commands, as a user runs them, under the torch of a venv.
+
+    python tests/compat/check.py VENV [--out results.json]
+
+VENV is a virtual environment with that torch and opaudit installed (``.ci/run`` makes them: PyPI's builds of
+torch 2.1.2 and 2.4.1). Each check runs one command in a fresh folder and compares its exit code with what opaudit
+promises on that torch (docs/targets.md, "Which PyTorch"): every command from torch 2.1, the simulated devices (the
+CUDA path of scan and trace, run --simulate) from torch 2.4, and one line naming the torch they need before that.
+Prints one line per check; writes the results as JSON; exits 1 when any check is not what is promised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+FIXTURES = ROOT / "tests" / "fixtures"
+CUDA_PATH = (2, 4)  # opaudit.torchcompat.SIMULATED_DEVICE
+
+
+def versions_of(python: Path) -> tuple[str, str, tuple[int, int]]:
+    """(torch, Python, torch's (major, minor)) of the venv's interpreter."""
+    out = subprocess.run([str(python), "-c", "import sys, torch; print(torch.__version__, sys.version.split()[0])"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    major, minor = out[0].split("+")[0].split(".")[:2]
+    return out[0], out[1], (int(major), int(minor))
+
+
+def checks(have: tuple[int, int], work: Path) -> list[tuple[str, list[str], set[int], str]]:
+    """(name, opaudit's arguments, the exit codes promised, a text the output must hold) of each check."""
+    trace = str(work / "model.trace.json")
+    cuda = have >= CUDA_PATH
+    refused = "needs torch >= 2.4"
+    train = [str(EXAMPLES / "train_cuda.py"), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "8"]
+    return [
+        ("lint", ["lint", str(EXAMPLES)], {0, 1}, "OA"),
+        ("matrix", ["matrix", "list", "ascend"], {0}, "ascend@2.1.0"),
+        ("doctor", ["doctor"], {0}, ""),
+        ("scan --device cpu", ["scan", str(EXAMPLES / "model.py"), "--train", "--device", "cpu", "--json", trace],
+         {0}, "Will it run?"),
+        ("report", ["report", trace, "-t", "ascend", "-t", "cambricon"], {0}, "Will it run?"),
+        ("trace --device cpu", ["trace", "--device", "cpu", "-q", "--no-audit", "--", *train], {0}, "epoch 0"),
+        ("scan (CUDA path)", ["scan", str(EXAMPLES / "model.py"), "--train"], {0} if cuda else {2},
+         "Will it run?" if cuda else refused),
+        ("run --simulate", ["run", "--simulate", "ascend", "--", *train], {0} if cuda else {2},
+         "runs on the device" if cuda else refused),
+    ]
+
+
+# the audit and the strict rehearsal agree on each target (a GradScaler's float64 step, which MPS skips where torch's
+# source has that branch): (the target, the script)
+AGREE = [(t, FIXTURES / "scripts" / "grad_scaler_fp16.py") for t in ("mps", "ascend")]
+
+
+def agreement(python: Path, env: dict, work: Path, target: str, script: Path) -> tuple[bool, str]:
+    """The trace's audit says the script fails on ``target`` (--fail-on missing: exit 1) exactly where the strict
+    rehearsal stops (exit 3)."""
+    audit = subprocess.run([str(python), "-m", "opaudit", "trace", "-q", "-t", target, "--fail-on", "missing", "--",
+                            str(script)], capture_output=True, text=True, cwd=work, env=env, timeout=900)
+    rehearsal = subprocess.run([str(python), "-m", "opaudit", "run", "--simulate", target, "--strict", "--",
+                                str(script)], capture_output=True, text=True, cwd=work, env=env, timeout=900)
+    ok = audit.returncode in (0, 1) and rehearsal.returncode in (0, 3) and \
+        (audit.returncode == 1) == (rehearsal.returncode == 3)
+    return ok, f"audit rc={audit.returncode}, rehearsal rc={rehearsal.returncode}\n{audit.stderr[-1500:]}" \
+               f"{rehearsal.stderr[-1500:]}"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("venv", type=Path)
+    p.add_argument("--out", type=Path)
+    args = p.parse_args()
+    python = args.venv / "bin" / "python"
+    version, py, have = versions_of(python)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="opaudit-compat-") as tmp:
+        work = Path(tmp)
+        env = {**os.environ, "PATH": f"{args.venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+        env.pop("PYTHONPATH", None)
+        for name, argv, codes, text in checks(have, work):
+            start = time.perf_counter()
+            done = subprocess.run([str(python), "-m", "opaudit", *argv], capture_output=True, text=True, cwd=work,
+                                  env=env, timeout=900)
+            seconds = round(time.perf_counter() - start, 1)
+            output = done.stdout + done.stderr
+            ok = done.returncode in codes and text in output and "internal error" not in output
+            results.append({"check": name, "command": "opaudit " + " ".join(argv), "rc": done.returncode,
+                            "expected": sorted(codes), "ok": ok, "seconds": seconds})
+            print(f"{'ok  ' if ok else 'FAIL'} torch {version}  {name:<20} rc={done.returncode} {seconds:>6} s",
+                  flush=True)
+            if not ok:
+                print(output[-3000:], file=sys.stderr)
+        for target, script in AGREE if have >= CUDA_PATH else []:
+            start = time.perf_counter()
+            ok, said = agreement(python, env, work, target, script)
+            seconds = round(time.perf_counter() - start, 1)
+            name = f"audit = rehearsal on {target}"
+            results.append({"check": name, "command": f"opaudit trace -t {target} --fail-on missing / opaudit run "
+                            f"--simulate {target} --strict -- {script.name}", "rc": said.split(chr(10))[0],
+                            "expected": "the same verdict", "ok": ok, "seconds": seconds})
+            print(f"{'ok  ' if ok else 'FAIL'} torch {version}  {name:<20} {said.splitlines()[0]} {seconds:>6} s",
+                  flush=True)
+            if not ok:
+                print(said, file=sys.stderr)
+    if args.out:
+        args.out.write_text(json.dumps({"torch": version, "python": py, "checks": results},
+                                       indent=1) + "\n")
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
