@@ -109,3 +109,17 @@ def test_ci_runs_the_readmes_test_command_and_builds_the_site():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert commands[1] in ci.splitlines()
     assert "mkdocs build --strict" in ci and ".[docs]" in ci
+
+
+def test_the_compatibility_page_is_what_the_data_and_the_runs_give():
+    sys.path.insert(0, str(DOCS))
+    try:
+        import gen_compat
+    finally:
+        sys.path.remove(str(DOCS))
+    page = (DOCS / "compat.md").read_text(encoding="utf-8")
+    assert page == gen_compat.render(), "docs/compat.md is stale: run python docs/gen_compat.py"
+    runs = gen_compat.runs()
+    assert {r["torch"].split("+")[0] for r in runs} >= {"2.1.2", "2.5.1"}  # the versions .ci/run checks
+    assert all(c["ok"] for r in runs for c in r["checks"]), "a compatibility run is not what is promised"
+    assert "| ascend@2.1.0.post6 | 2.1.0 | no simulated device | torch 2.1.2: 8/8 as promised |" in page

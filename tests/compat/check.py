@@ -78,12 +78,13 @@ def main() -> int:
     p.add_argument("venv", type=Path)
     p.add_argument("--out", type=Path)
     args = p.parse_args()
-    python = args.venv / "bin" / "python"
+    venv = args.venv.absolute()  # (not resolve(): the venv's python is a link out of it)
+    python = venv / "bin" / "python"
     version, py, have = versions_of(python)
     results = []
     with tempfile.TemporaryDirectory(prefix="opaudit-compat-") as tmp:
         work = Path(tmp)
-        env = {**os.environ, "PATH": f"{args.venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+        env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
         env.pop("PYTHONPATH", None)
         for name, argv, codes, text in checks(have, work):
             start = time.perf_counter()

@@ -1,0 +1,123 @@
+"""Writes docs/compat.md: per vendor release in coverage_db, the PyTorch it builds against and what opaudit does
+under that PyTorch, from the data (coverage_db's releases; the PyTorch each of opaudit's features needs, in
+opaudit/auditing.py and opaudit/torchcompat.py) and from the compatibility runs (tests/compat/check.py, one
+results file per torch in bench/results/compat/, which .ci/run reruns for its torch versions).
+
+    python docs/gen_compat.py           # write the page
+    python docs/gen_compat.py --check   # exit 1 when the page is not what the data and the results give
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "compat"
+PAGE = ROOT / "docs" / "compat.md"
+sys.path.insert(0, str(ROOT))
+
+from opaudit.auditing import OLDEST_TORCH, OLDEST_TORCH_CUDA_PATH  # noqa: E402
+from opaudit.matrix import load_database  # noqa: E402
+from opaudit.matrix.torchops import version_key  # noqa: E402
+
+LEVELS = {
+    "all": "every command",
+    "no-sim": "lint, fix, matrix, report, scan/trace `--device cpu`; no simulated device (the CUDA path, "
+              "`run --simulate`, `fix --verify` say they need torch "
+              f">= {OLDEST_TORCH_CUDA_PATH[0]}.{OLDEST_TORCH_CUDA_PATH[1]})",
+    "none": f"opaudit does not run (it needs torch >= {OLDEST_TORCH[0]}.{OLDEST_TORCH[1]}); the audit of a trace "
+            "made under a newer torch still answers for the release",
+}
+
+
+def level(torch_version: str) -> str:
+    have = version_key(torch_version)[:2]
+    if have < OLDEST_TORCH:
+        return "none"
+    return "all" if have >= OLDEST_TORCH_CUDA_PATH else "no-sim"
+
+
+def runs() -> list[dict]:
+    """The compatibility runs, oldest torch first."""
+    out = [json.loads(p.read_text(encoding="utf-8")) for p in RESULTS.glob("torch-*.json")]
+    return sorted(out, key=lambda r: version_key(r["torch"]))
+
+
+def render() -> str:
+    db = load_database()
+    checked = runs()
+    by_line: dict[tuple[int, ...], list[dict]] = defaultdict(list)
+    for r in checked:
+        by_line[version_key(r["torch"])[:2]].append(r)
+    lines = [
+        "# Which PyTorch",
+        "",
+        "<!-- written by docs/gen_compat.py from coverage_db and bench/results/compat/: do not edit -->",
+        "",
+        "opaudit runs under the PyTorch a team already has, and the vendors' plugins pin their own: what each "
+        "command needs, and what was checked. `tests/compat/check.py VENV` runs the commands a user runs (lint, "
+        "matrix, doctor, scan and trace on the CPU path, report, the CUDA path of scan, `run --simulate` of a "
+        "CUDA training script, and the audit against the strict rehearsal of the same script on two targets) "
+        "under a venv's torch and compares each exit code with what is promised below; `.ci/run` runs it under "
+        "PyPI's torch 2.1.2 and 2.5.1 (with `numpy<2` and `pandas<3` for 2.1, built against NumPy 1).",
+        "",
+        "| torch | what opaudit does there |",
+        "|---|---|",
+        f"| < {OLDEST_TORCH[0]}.{OLDEST_TORCH[1]} | {LEVELS['none']} |",
+        f"| {OLDEST_TORCH[0]}.{OLDEST_TORCH[1]} to {OLDEST_TORCH_CUDA_PATH[0]}.{OLDEST_TORCH_CUDA_PATH[1] - 1} | "
+        f"{LEVELS['no-sim']} |",
+        f"| >= {OLDEST_TORCH_CUDA_PATH[0]}.{OLDEST_TORCH_CUDA_PATH[1]} | {LEVELS['all']} |",
+        "",
+        "## The runs",
+        "",
+        "| torch | Python | checks as promised | the checks, with their time |",
+        "|---|---|---|---|",
+    ]
+    for r in checked:
+        ok = sum(c["ok"] for c in r["checks"])
+        detail = "; ".join(f"{c['check']} {'ok' if c['ok'] else 'FAILED'} ({c['seconds']} s)" for c in r["checks"])
+        lines.append(f"| {r['torch']} | {r['python']} | {ok}/{len(r['checks'])} | {detail} |")
+    lines += [
+        "",
+        "Python: 3.11 is the version checked; 3.10 to 3.13 are declared (the C++ recorder reads 3.11's frames "
+        "directly and the public frame API elsewhere), and not yet run in CI.",
+        "",
+        "## Per vendor release",
+        "",
+        "Each release of coverage_db, the torch it builds against, what opaudit does under that torch, and the "
+        "run of the same torch line (major.minor) where there is one.",
+        "",
+    ]
+    by_vendor: dict[str, list] = defaultdict(list)
+    for e in db.entries:
+        by_vendor[e.vendor].append(e)
+    for vendor in sorted(by_vendor):
+        lines += [f"### {vendor}", "", "| release | torch | opaudit there | checked |", "|---|---|---|---|"]
+        for e in sorted(by_vendor[vendor], key=lambda e: e.order):
+            torch_v = e.torch or "?"
+            lv = level(torch_v) if e.torch else "none"
+            seen = by_line.get(version_key(torch_v)[:2], []) if e.torch else []
+            mark = ", ".join(f"torch {r['torch'].split('+')[0]}: {sum(c['ok'] for c in r['checks'])}/"
+                             f"{len(r['checks'])} as promised" for r in seen) or "-"
+            what = {"all": "every command", "no-sim": "no simulated device", "none": "does not run"}[lv]
+            lines.append(f"| {e.key} | {torch_v} | {what} | {mark} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    text = render()
+    if "--check" in sys.argv[1:]:
+        if not PAGE.exists() or PAGE.read_text(encoding="utf-8") != text:
+            print("docs/compat.md is stale: run python docs/gen_compat.py", file=sys.stderr)
+            return 1
+        return 0
+    PAGE.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
