@@ -56,15 +56,37 @@ def render_list(db: Database, console: Console, vendors: list[str] | None = None
 
 
 def render_compatibility(db: Database, console: Console) -> None:
+    """The releases built for each PyTorch line: a table with a column per vendor where the terminal is wide enough
+    for each release name whole, else stacked (a PyTorch line, then a row per vendor, its releases wrapped between
+    names), as at 80 columns."""
+    import textwrap
+
     table = compatibility(db)
     vendors = [v for v in db.vendors if v not in ("cuda", "cpu", "mps")]
-    t = Table(title="releases built for each PyTorch line", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    t.add_column("PyTorch")
-    for v in vendors:
-        t.add_column(v, overflow="fold")
-    for line in sorted(table, key=lambda s: tuple(int(x) for x in s.split("."))):
-        t.add_row(line, *[", ".join(table[line].get(v, [])) for v in vendors])
-    console.print(t)
+    lines = sorted(table, key=lambda s: tuple(int(x) for x in s.split(".")))
+    widest = {v: max([len(v)] + [len(n) for line in lines for n in table[line].get(v, [])]) for v in vendors}
+    if 8 + sum(w + 2 for w in widest.values()) <= console.width:
+        t = Table(title="releases built for each PyTorch line", box=box.SIMPLE_HEAD, show_edge=False,
+                  pad_edge=False)
+        t.add_column("PyTorch", no_wrap=True)
+        for v in vendors:
+            t.add_column(v, min_width=widest[v])
+        for line in lines:
+            t.add_row(line, *["\n".join(table[line].get(v, [])) for v in vendors])
+        console.print(t)
+        return
+    console.print(Text("releases built for each PyTorch line", style="bold"))
+    name_w = max(len(v) for v in vendors) + 2
+    for line in lines:
+        console.print(Text(f"PyTorch {line}", style="bold"))
+        for v in vendors:
+            names = table[line].get(v, [])
+            if not names:
+                continue
+            wrapped = textwrap.wrap(", ".join(names), width=max(20, console.width - name_w - 2),
+                                    break_long_words=False, break_on_hyphens=False)
+            for i, text in enumerate(wrapped):
+                console.print(f"  {(v if i == 0 else ''):<{name_w}}{text}", soft_wrap=True)
 
 
 def render_release(matrix: Matrix, console: Console, ops: list[str] | None = None) -> None:

@@ -26,8 +26,22 @@ def test_list_marks_each_vendors_default_and_lists_every_release():
 def test_compatibility_table():
     rc, out, err = run_cli("matrix", "list", "--compat")
     assert rc == 0, err
-    row = next(line for line in out.splitlines() if line.startswith("2.12 "))
-    assert "2.12.0" in row and "1.0.0.21200+br2xx" in row  # ascend 2.12.0 wheel and Biren's 2.12 build
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("2.12 "))
+    block = " ".join(lines[start:start + 4])  # (a cell holds a release name a line)
+    assert "2.12.0" in block and "1.0.0.21200+br2xx" in block  # ascend 2.12.0 wheel and Biren's 2.12 build
+
+
+def test_the_compatibility_table_stacks_at_80_columns_with_release_names_whole():
+    rc, out, err = run_cli("matrix", "list", "--compat", env={"COLUMNS": "80"})
+    assert rc == 0, err
+    assert max(len(line) for line in out.splitlines()) <= 80
+    lines = out.splitlines()
+    start = lines.index("PyTorch 2.12")
+    block = lines[start + 1:lines.index("PyTorch 2.13")]
+    assert any(line.split()[0] == "biren" and "1.0.0.21200+br2xx" in line for line in block)
+    names = {n.strip(",") for line in lines if line.startswith("  ") for n in line.split()[1 if line[2] != " " else 0:]}
+    assert "2.1.0.post13" in names and "1.23.0.dev+torch2.1.0" in names  # never broken inside a name
 
 
 def test_show_by_package_version_tag_vendor_release_and_vendor_alone():
