@@ -78,8 +78,10 @@ def test_the_zoo_records_csv_and_page_name_the_fixes(tmp_path):
                 "error": "x", "config_fixes": j.config_fixes, "targets": []} for j in jobs]
     z = ZooResult(records, ["cuda@2.13"], True)
     rows = csv_text(z).splitlines()
-    assert rows[0].endswith(",config_fixes") and rows[1].endswith(",vocab_size=33; pad_token_id=1; mask_token_id=32")
-    assert rows[2].endswith(",")
+    # the fixes, then the cut of --shrink (none here)
+    assert rows[0].endswith(",config_fixes,cut")
+    assert rows[1].endswith(",vocab_size=33; pad_token_id=1; mask_token_id=32,")
+    assert rows[2].endswith(",,")
     page = html_text(z)
     assert 'id="fixed-note"' in page and "1 models marked" in page and "vocab_size=33" in page
 
