@@ -83,7 +83,7 @@ def test_the_walk_scopes_names_as_scope_provider_does_on_real_code():
     target, cat, selected = _resolve(Settings(target="ascend", select=("ALL",)))
     compared = 0
     differ = []
-    for path in _files(40):
+    for path in _files(24):
         source = path.read_bytes()
         module = cst.parse_module(source)
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
