@@ -26,7 +26,8 @@ def test_scan_prints_the_table_and_writes_json(tmp_path):
     out_json = tmp_path / "trace.json"
     code, out, err = run_cli("scan", "examples/model.py", "--train", "--json", str(out_json))
     assert code == 0, err
-    assert "mode: real" in err and f"trace written to {out_json}" in err
+    assert f"trace written to {out_json}" in err
+    assert "examples/model.py  mode real (" in out and "mode:" not in err  # the mode is said once, in the header
     for word in ("forward", "backward", "optimizer", "convolution_backward", "scaled_dot_product_attention",
                  "[choice]", "_foreach_addcdiv_.ScalarList", "examples/model.py:"):
         assert word in out, word
