@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,3 +51,19 @@ def run_python(script: str, *args: str, cwd: Path | None = None, env: dict | Non
     stdout and stderr."""
     return subprocess.run([sys.executable, str(SUBPROCESS / script), *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@contextmanager
+def recorder_engine(name: str) -> Iterator[None]:
+    """Record with the tracer's ``native`` (C++) or ``python`` engine while the body runs (opaudit.tracing.native)."""
+    from opaudit.tracing import native
+
+    before = os.environ.get(native.ENV_ENGINE)
+    os.environ[native.ENV_ENGINE] = name
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[native.ENV_ENGINE]
+        else:
+            os.environ[native.ENV_ENGINE] = before

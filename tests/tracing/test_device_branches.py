@@ -5,12 +5,10 @@ arm's ops, and not held against that target's rehearsal."""
 from __future__ import annotations
 
 import inspect
-import os
-from contextlib import contextmanager
 
 import pytest
 import torch
-from helpers import FIXTURES, run_cli
+from helpers import FIXTURES, recorder_engine, run_cli
 from torch import nn
 
 import opaudit
@@ -40,19 +38,6 @@ def test_a_conditional_that_is_not_in_the_source_marks_nothing(monkeypatch):
     assert branches.Branches().arms == {}
 
 
-@contextmanager
-def _engine(name: str):
-    before = os.environ.get(native.ENV_ENGINE)
-    os.environ[native.ENV_ENGINE] = name
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[native.ENV_ENGINE]
-        else:
-            os.environ[native.ENV_ENGINE] = before
-
-
 def _train() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 2))
@@ -72,7 +57,7 @@ def traces():
     out = {}
     engines = ["python"] + (["native"] if native.load() is not None else [])
     for name in engines:
-        with _engine(name), opaudit.record() as rec:
+        with recorder_engine(name), opaudit.record() as rec:
             _train()
         out[name] = rec.trace
     return out

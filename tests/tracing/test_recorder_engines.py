@@ -9,14 +9,12 @@ device receives; those ops are compared by name only."""
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
-from contextlib import contextmanager
 
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import ROOT, run_cli
+from helpers import ROOT, recorder_engine, run_cli
 from torch import nn
 
 import opaudit
@@ -28,19 +26,6 @@ FOLD = {"aten::_reshape_alias.default": "view|_reshape_alias", "aten::view.defau
 MODE_ONLY = "aten::detach.default"
 
 pytestmark = pytest.mark.skipif(native.load() is None, reason=f"the C++ recorder cannot be built: {native.reason()}")
-
-
-@contextmanager
-def engine(name: str):
-    before = os.environ.get(native.ENV_ENGINE)
-    os.environ[native.ENV_ENGINE] = name
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[native.ENV_ENGINE]
-        else:
-            os.environ[native.ENV_ENGINE] = before
 
 
 def _rows(records) -> Counter:
@@ -116,7 +101,7 @@ def twice_op():
 def test_both_recorders_build_the_same_records_of_a_training_script(twice_op):
     traces, params = {}, {}
     for name in ("native", "python"):
-        with engine(name), opaudit.record() as rec:
+        with recorder_engine(name), opaudit.record() as rec:
             model, losses = _workload()
         traces[name] = rec.trace
         params[name] = (losses, [p.detach().clone() for p in model.parameters()])
@@ -148,7 +133,7 @@ def test_the_recorder_in_use_and_why():
     with opaudit.record() as rec:
         x + x
     assert rec.recording.engine == "native"
-    with engine("python"), opaudit.record() as rec:
+    with recorder_engine("python"), opaudit.record() as rec:
         x + x
     assert rec.recording.engine == "python" and "OPAUDIT_TRACER" in rec.recording.engine_reason
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -166,7 +151,7 @@ def test_the_recorder_in_use_and_why():
 @pytest.mark.parametrize("name", ["native", "python"])
 def test_max_ops_stops_at_the_same_op_on_both(name):
     x = torch.ones(3)
-    with engine(name), opaudit.record(max_ops=5) as rec:
+    with recorder_engine(name), opaudit.record(max_ops=5) as rec:
         for _ in range(10):
             x = x + 1
     assert rec.trace.meta.status == "stopped" and rec.trace.meta.total_calls == 5
@@ -177,7 +162,7 @@ def test_meta_mode_records_alike(twice_op):
     """On meta tensors: .item() answered by the oracle, and the optimizer's foreach shortcuts (the Python paths of the
     C++ recorder)."""
     def trace(name):
-        with engine(name):
+        with recorder_engine(name):
             return opaudit.trace(lambda: (_Net(), torch.zeros(2, 7, dtype=torch.long)), mode="meta", train=True,
                                  steps=2)
     a, b = trace("native"), trace("python")
