@@ -94,3 +94,17 @@ def tiny_zoo(tmp_path_factory):
                                    "--cache", str(cache))
     assert code == 0, stderr
     return out, cache, stdout
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium (the system's, helpers.CHROMIUM) driven by Playwright, for a module's tests."""
+    from helpers import CHROMIUM, NO_CHROMIUM
+
+    playwright = pytest.importorskip("playwright.sync_api", reason="the browser tests need Playwright (in .[test])")
+    if CHROMIUM is None:
+        pytest.skip(NO_CHROMIUM)
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()

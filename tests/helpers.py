@@ -6,6 +6,7 @@ pytest registers them all under the one module name."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -67,3 +68,22 @@ def recorder_engine(name: str) -> Iterator[None]:
             del os.environ[native.ENV_ENGINE]
         else:
             os.environ[native.ENV_ENGINE] = before
+
+
+# the browser tests (a real headless Chromium, driven by Playwright: the `browser` fixture of tests/conftest.py)
+CHROMIUM = os.environ.get("OPAUDIT_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+NO_CHROMIUM = "no Chromium on PATH (apt-get install chromium; .ci/run does)"
+
+
+def open_page(browser, path: Path, ready: str, width: int = 1400, height: int = 1000):
+    """``path`` in a new page of ``width`` x ``height``, once ``ready`` (a selector) shows: the page, and the events
+    it gave (console messages and page errors, requests, dialogs, which are dismissed)."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    events: dict[str, list[str]] = {"console": [], "requests": [], "dialogs": []}
+    page.on("console", lambda m: events["console"].append(f"{m.type}: {m.text}"))
+    page.on("pageerror", lambda e: events["console"].append(f"pageerror: {e}"))
+    page.on("request", lambda r: events["requests"].append(r.url))
+    page.on("dialog", lambda d: (events["dialogs"].append(d.message), d.dismiss()))
+    page.goto(path.as_uri())
+    page.wait_for_selector(ready)
+    return page, events

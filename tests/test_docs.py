@@ -5,6 +5,7 @@ bench/results/ gives, the exit-code table says what opaudit.errors does, and CI 
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
 from pathlib import Path
@@ -76,12 +77,17 @@ def test_every_page_is_in_the_navigation_and_its_links_resolve():
         bad.unlink()
 
 
-def test_the_benchmark_page_is_what_the_results_give():
+def _generator(name: str):
+    """A page generator of docs/ (a script there, not a package), imported."""
     sys.path.insert(0, str(DOCS))
     try:
-        import gen_bench
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(DOCS))
+
+
+def test_the_benchmark_page_is_what_the_results_give():
+    gen_bench = _generator("gen_bench")
     page = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
     assert page == gen_bench.render(), "docs/benchmarks.md is stale: run python docs/gen_bench.py"
     # every results file has its table, linked from it, and every row of the summary names a baseline and a ratio
@@ -112,11 +118,7 @@ def test_ci_runs_the_readmes_test_command_and_builds_the_site():
 
 
 def test_the_compatibility_page_is_what_the_data_and_the_runs_give():
-    sys.path.insert(0, str(DOCS))
-    try:
-        import gen_compat
-    finally:
-        sys.path.remove(str(DOCS))
+    gen_compat = _generator("gen_compat")
     page = (DOCS / "compat.md").read_text(encoding="utf-8")
     assert page == gen_compat.render(), "docs/compat.md is stale: run python docs/gen_compat.py"
     runs = gen_compat.runs()

@@ -142,18 +142,13 @@ def fix(
                                 default_target=None, respect_gitignore=respect_gitignore,
                                 force_exclude=force_exclude, guarded_import=guarded_import)
         verification = None
+        r = None  # the run over files on disk (or their copies), where there is one
         if verify:
             from opaudit.lint.verify import verify as verify_port
 
             verification = verify_port(program[0], program[1:], settings, paths=paths, in_place=not diff,
                                        timeout=timeout, jobs=jobs)
             r = verification.fixed
-            results, extra, warnings = r.files, r.extra, r.warnings
-            if diff:
-                for res in results:
-                    if res.changed:
-                        sys.stdout.write(_diff(res))
-            report = sys.stderr if diff else sys.stdout
         elif paths == ["-"]:
             name = stdin_filename or "-"
             result = fix_source(sys.stdin.buffer.read(), settings, name)
@@ -166,6 +161,7 @@ def fix(
             report = sys.stderr
         else:
             r = run(paths, settings, fix=True, write=not diff, jobs=jobs)
+        if r is not None:  # files: their diffs, or the files written
             results, extra, warnings = r.files, r.extra, r.warnings
             if diff:
                 for res in results:

@@ -222,10 +222,6 @@ class SourceLocator:
             frame = frame.f_back
         return None, hint, branch
 
-    def branch_at(self, code: CodeType, offset: int) -> str | None:
-        """The C++ recorder's question for a frame of a code flagged _BRANCH: the arm at ``offset``."""
-        return self.branches.at(code, offset)
-
 
     def resolve(self, loc: tuple[int, int]) -> tuple[str, int]:
         """(file, line) of a location returned by :meth:`locate`."""

@@ -67,7 +67,7 @@ struct State {
   PyObject* stack = nullptr;    // ModuleStack.stack: the module paths being called
   PyObject* rec = nullptr;      // the Recording (its total, for the Python paths)
   PyObject* planner = nullptr, *handler = nullptr, *classify = nullptr, *unattributed = nullptr, *tick = nullptr;
-  PyObject* branch_at = nullptr;  // SourceLocator.branch_at(code, offset): the device branch's arm there, or None
+  PyObject* branch_at = nullptr;  // branches.Branches.at(code, offset): the device branch's arm there, or None
   PyObject* redispatch = nullptr;  // the handler's "run it below" answer
   PyObject* optimizer_module = nullptr;
   int optimizer_depth = 0;

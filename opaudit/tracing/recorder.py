@@ -605,7 +605,7 @@ def recording(rec: Recording, note: Callable[[str], None] | None = None) -> Iter
             rec.native = ext
             native.running = True
             ext.start(rec, rec.counts, rec.seq, rec.modules.stack, rec.plan, rec.native_handle,
-                      rec.locator.kind_of, rec.locator.branch_at, rec._unattributed, rec._tick, _REDISPATCH, _DTYPE,
+                      rec.locator.kind_of, rec.locator.branches.at, rec._unattributed, rec._tick, _REDISPATCH, _DTYPE,
                       rec.split_host, rec.shapes, rec._limit)
             try:
                 yield rec

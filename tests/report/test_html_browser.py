@@ -4,40 +4,17 @@ sorts and filters, and shows names holding markup as text."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 
 import pytest
 import torch
-from helpers import FIXTURES, run_cli
+from helpers import CHROMIUM, FIXTURES, NO_CHROMIUM, open_page, run_cli
 
 import opaudit
 from opaudit.report import render
 
-playwright = pytest.importorskip("playwright.sync_api", reason="the browser tests need Playwright (in .[test])")
-CHROMIUM = os.environ.get("OPAUDIT_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH (apt-get install chromium; .ci/run does)")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 EVIL = "<script>alert(1)</script>"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
-
-
-def open_page(browser, path):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    events = {"console": [], "requests": [], "dialogs": []}
-    page.on("console", lambda m: events["console"].append(f"{m.type}: {m.text}"))
-    page.on("pageerror", lambda e: events["console"].append(f"pageerror: {e}"))
-    page.on("request", lambda r: events["requests"].append(r.url))
-    page.on("dialog", lambda d: (events["dialogs"].append(d.message), d.dismiss()))
-    page.goto(path.as_uri())
-    page.wait_for_selector("#ops tbody tr")
-    return page, events
+READY = "#ops tbody tr"  # the report has drawn its op table
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +29,7 @@ def resnet_report(resnet_train, tmp_path_factory):
 
 def test_loads_offline_with_no_error_and_the_numbers_of_the_json(browser, resnet_report, tmp_path):
     a, doc, path = resnet_report
-    page, events = open_page(browser, path)
+    page, events = open_page(browser, path, READY)
     assert events["console"] == []
     assert events["requests"] == [path.as_uri()]  # the file itself, nothing else
     for t in doc["targets"]:
@@ -83,7 +60,7 @@ def test_loads_offline_with_no_error_and_the_numbers_of_the_json(browser, resnet
 
 def test_sorting_and_filtering(browser, resnet_report):
     a, doc, path = resnet_report
-    page, events = open_page(browser, path)
+    page, events = open_page(browser, path, READY)
     page.select_option("#target", "mps@2.2.0")
     page.click('#ops th[data-key="calls"]')
     calls = [int(r.get_attribute("data-calls")) for r in page.locator("#ops tbody tr").all()]
@@ -113,7 +90,7 @@ def test_names_with_markup_are_text(browser, tmp_path):
     trace = opaudit.trace(model, torch.randn(2, 4))
     path = tmp_path / "evil.html"
     path.write_text(render(opaudit.audit(trace, ["mps@2.2.0"], landscape=False), "html"), encoding="utf-8")
-    page, events = open_page(browser, path)
+    page, events = open_page(browser, path, READY)
     assert events["dialogs"] == [] and events["console"] == []
     assert page.locator("script").count() == 2  # the report's own: its data and its code
     assert page.locator("#tree b").count() == 0
@@ -129,7 +106,7 @@ def test_the_fallback_summary_of_a_rehearsal(browser, tmp_path):
     rc, _, stderr = run_cli("run", "--simulate", "musa@1.2.1", "--html", str(html), "--stats", str(stats), "--",
                             str(FIXTURES / "fallback" / "gpt2_cuda.py"))
     assert rc == 0, stderr[-2000:]
-    page, events = open_page(browser, html)
+    page, events = open_page(browser, html, READY)
     assert events["console"] == [] and events["requests"] == [html.as_uri()]
     assert page.locator("h2", has_text="Fallback on musa@1.2.1").is_visible()
     summary = page.locator("#fallback-summary-1").text_content()

@@ -6,39 +6,20 @@ and markup in a spec shown as text."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 
 import pytest
+from helpers import CHROMIUM, NO_CHROMIUM, open_page
 
 from opaudit.zoo.report import html_text, labels
 from opaudit.zoo.run import ZooResult
 
-playwright = pytest.importorskip("playwright.sync_api", reason="the browser tests need Playwright (in .[test])")
-CHROMIUM = os.environ.get("OPAUDIT_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH (apt-get install chromium; .ci/run does)")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 EVIL = "<script>alert(1)</script>"
 WIDTH, HEIGHT = 1400, 1000
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
-
-
 def open_zoo(browser, path):
-    page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
-    events = {"console": [], "requests": [], "dialogs": []}
-    page.on("console", lambda m: events["console"].append(f"{m.type}: {m.text}"))
-    page.on("pageerror", lambda e: events["console"].append(f"pageerror: {e}"))
-    page.on("request", lambda r: events["requests"].append(r.url))
-    page.on("dialog", lambda d: (events["dialogs"].append(d.message), d.dismiss()))
-    page.goto(path.as_uri())
-    page.wait_for_selector("#heat tbody tr")
-    return page, events
+    return open_page(browser, path, "#heat tbody tr", WIDTH, HEIGHT)
 
 
 def _doc(tiny_zoo):
