@@ -52,17 +52,19 @@ def trace_one(out: str, script: str, argv: list[str]) -> None:
     """On the machine's own GPU: opaudit's script trace with that device as the device."""
     import torch
 
-    import opaudit.tracing.script as script_trace
+    from opaudit.tracing.script import trace_script
 
     name = f"real cuda {torch.version.cuda}"
 
-    @contextmanager
-    def on_device(device):
-        yield None
+    class RealCuda:  # the GPU is the device: nothing to put in place (opaudit.tracing.device.TraceDevice)
+        def __init__(self) -> None:
+            self.name, self.target, self.engine = "cuda", "cuda", name
 
-    script_trace.on_device = on_device  # the stand-in is the device: no simulation to enter
-    script_trace.simulated_meta = lambda sim: {"target": "cuda", "name": name}
-    script_trace.trace_script(script, argv, device="cuda").save(out)
+        @contextmanager
+        def open(self):
+            yield self
+
+    trace_script(script, argv, device=RealCuda()).save(out)
 
 
 def counts(path: Path) -> Counter:
@@ -106,8 +108,8 @@ def timing(rounds: int, threads: int) -> list[dict]:
     import hf_models
     import resnet
 
-    from opaudit.fallback.simulator import Simulator
-    from opaudit.tracing.device import cuda_target
+    from opaudit.rehearsal.simulator import Simulator
+    from opaudit.standin import cuda_target
     from opaudit.tracing.recorder import Recording, recording
     from opaudit.tracing.run import _call
 

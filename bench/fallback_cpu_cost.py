@@ -87,7 +87,7 @@ def per_call(fn, args) -> float:
 
 
 def worker(forced: bool) -> dict:
-    from opaudit.fallback import simulate
+    from opaudit.rehearsal import simulate
 
     out: dict = {}
     with simulate(TARGET, force_cpu=FORCED if forced else ()) as sim:

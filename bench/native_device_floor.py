@@ -3,7 +3,7 @@ tensors and whose kernels are CPU kernels called from C++, with no Python on an 
 
     python bench/native_device_floor.py [--rounds 7] [--out bench/results/native_device_floor.json]
 
-The simulated device (opaudit.fallback.simulator) is a Python wrapper tensor: every op enters Python
+The simulated device (opaudit.rehearsal.simulator) is a Python wrapper tensor: every op enters Python
 (``__torch_dispatch__``), unwraps, calls the CPU kernel from Python and wraps each result in a new Python
 tensor; on small ops that fixed cost is several times the op (rehearsal_small_ops.py: its bare floor, the
 wrapper with no policy at all, is over 3x eager on a tiny GPT). This measures the other design on the same

@@ -20,7 +20,7 @@ parameters before the first update and before the last one). Per program:
 A run trains when the probe saw at least two backward passes on the run's device and the parameters moved;
 its losses match when every loss of the reference (the CPU run, or the trace where the program has no CPU
 path) equals the run's within the manifest's relative tolerance, over the losses both have. The trace's
-device ops are compared with each rehearsal's op statistics by opaudit.fallback.compare_device_ops (the
+device ops are compared with each rehearsal's op statistics by opaudit.rehearsal.compare_device_ops (the
 comparison the test suite makes). A failed run is given a reason from its message and from what the probe
 saw (a checkpoint loaded or saved before the failure). Writes JSON and a Markdown table beside it; with
 ``--only`` the other programs' results already in the JSON are kept (a rerun of one program after a fix).
@@ -276,7 +276,8 @@ def _loss_diff(ref: dict[str, Any] | None, run: dict[str, Any]) -> float | None:
 def rehearse(corpus: Path, prog: dict[str, Any], vendors: list[str], port_target: str, rtol: float,
              timeout: float, jobs: int, deps: Path | None = None) -> dict[str, Any]:
     import opaudit
-    from opaudit.fallback import Stats, compare_device_ops
+    from opaudit.fallback import Stats
+    from opaudit.rehearsal import compare_device_ops
 
     py = sys.executable
     args, dev = prog.get("args", []), prog.get("device_args", [])
@@ -362,7 +363,7 @@ def markdown(results: dict[str, Any]) -> str:
         "Per run: exit status; trains (>= 2 backward passes on the run's device and the parameters moved); "
         "`loss =` the losses equal the reference's (the CPU run, or the trace where the program has no CPU path) "
         "within the tolerance; `ops =` the trace's device ops equal the rehearsal's "
-        "(opaudit.fallback.compare_device_ops); then why it failed.", "",
+        "(opaudit.rehearsal.compare_device_ops); then why it failed.", "",
         _totals(results), "",
         "| program | " + " | ".join(kinds) + " |",
         "| --- | " + " | ".join("---" for _ in kinds) + " |",

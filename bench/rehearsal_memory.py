@@ -1,4 +1,4 @@
-"""The rehearsal's memory counters (opaudit/fallback/memory.py): what a query costs, what counting costs per op,
+"""The rehearsal's memory counters (opaudit/rehearsal/memory.py): what a query costs, what counting costs per op,
 and whether the count is the bytes really held.
 
     python bench/rehearsal_memory.py [--rounds 7] [--iters 5] [--queries 200] [--walks 5]
@@ -20,7 +20,7 @@ No goal is asserted: queries in microseconds, not the walk's tens of millisecond
 noise of the iteration.
 
 It measures the wrapper engine (tensor.SimTensor, ``OPAUDIT_REHEARSAL_DEVICE=wrapper``), whose storages
-memory.py counts in Python; on the C++ device (opaudit.fallback.native) its allocator counts, in C++.
+memory.py counts in Python; on the C++ device (opaudit.rehearsal.native) its allocator counts, in C++.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from rehearsal_small_ops import iteration, timed, tiny_gpt  # noqa: E402
 from simulator_overhead import pin_malloc  # noqa: E402
 
-from opaudit.fallback import memory, simulate  # noqa: E402
-from opaudit.fallback.tensor import SimTensor  # noqa: E402
+from opaudit.rehearsal import memory, simulate  # noqa: E402
+from opaudit.rehearsal.tensor import SimTensor  # noqa: E402
 
 TARGET = "ascend"
 

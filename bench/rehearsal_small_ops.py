@@ -18,7 +18,7 @@ view of a CUDA machine: ``cuda`` mapped onto the simulated device (the default o
 --simulate``), every torch call through the device mapping. Both run in this process, interleaved per
 round, with one torch thread; the ratio is the median over rounds of simulated / eager. Goal: <= 2.
 
-The rehearsal runs on either of its engines (opaudit.fallback.native): ``native``, the C++ device, where an op
+The rehearsal runs on either of its engines (opaudit.rehearsal.native): ``native``, the C++ device, where an op
 the target runs natively costs no Python, and ``wrapper``, the Python wrapper tensor (tensor.SimTensor) it runs
 on where the C++ device cannot be built. Each engine is measured in a process of its own (a process sets up
 one simulated device); ``--engine`` picks one, both by default.
@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from simulator_overhead import pin_malloc  # noqa: E402
 
-from opaudit.fallback import native, simulate, tensor  # noqa: E402
+from opaudit.rehearsal import native, simulate, tensor  # noqa: E402
 
 TARGET = "ascend"
 GOAL = 2.0

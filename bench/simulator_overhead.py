@@ -62,7 +62,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 import hf_models  # noqa: E402
 import resnet  # noqa: E402
 
-from opaudit.fallback import simulate  # noqa: E402
+from opaudit.rehearsal import simulate  # noqa: E402
 
 ENGINE = ""  # the engine the rehearsal ran on (set by prepare)
 from opaudit.tracing.run import _call, default_loss  # noqa: E402
@@ -223,7 +223,7 @@ def main() -> None:
         "benchmark": "simulator_overhead",
         "target": target,
         "device": device,
-        "engine": ENGINE,  # the rehearsal's device engine (opaudit.fallback.native)
+        "engine": ENGINE,  # the rehearsal's device engine (opaudit.rehearsal.native)
         "load_average_1min": round(os.getloadavg()[0], 2),
         "rounds": args.rounds,
         "torch": torch.__version__,

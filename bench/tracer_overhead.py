@@ -159,8 +159,8 @@ def main() -> None:
 def main_cuda(args) -> None:
     from contextlib import nullcontext
 
-    from opaudit.fallback.simulator import Simulator
-    from opaudit.tracing.device import cuda_target
+    from opaudit.rehearsal.simulator import Simulator
+    from opaudit.standin import cuda_target
 
     stand_in = args.engine == "stand-in"
     target = cuda_target()

@@ -18,14 +18,16 @@ from typing import TYPE_CHECKING, Any
 from opaudit.errors import OpauditError
 
 if TYPE_CHECKING:
+    from opaudit.api import trace, trace_script
     from opaudit.auditing import Audit, Verdict, audit
-    from opaudit.tracing import Trace, load_trace, record, trace
+    from opaudit.tracing import Trace, load_trace, record
 
 # imported on first use, so that `opaudit lint` and `opaudit fix` do not pay for importing torch
-# (the modules are opaudit.auditing and opaudit.tracing: no function here shares its name with a submodule)
+# (the modules are opaudit.api, opaudit.auditing and opaudit.tracing: no function here shares its name with a
+# submodule)
 _LAZY = {"Audit": "opaudit.auditing", "Verdict": "opaudit.auditing", "audit": "opaudit.auditing",
          "Trace": "opaudit.tracing", "load_trace": "opaudit.tracing", "record": "opaudit.tracing",
-         "trace": "opaudit.tracing"}
+         "trace": "opaudit.api", "trace_script": "opaudit.api"}
 
 
 def __getattr__(name: str) -> Any:
@@ -38,4 +40,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'opaudit' has no attribute {name!r}")
 
 
-__all__ = ["Audit", "OpauditError", "Trace", "Verdict", "__version__", "audit", "load_trace", "record", "trace"]
+__all__ = ["Audit", "OpauditError", "Trace", "Verdict", "__version__", "audit", "load_trace", "record", "trace",
+           "trace_script"]

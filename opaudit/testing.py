@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from opaudit.api import trace
 from opaudit.auditing import RUNS, Audit, audit, short, tripping
-from opaudit.tracing import Trace, trace
+from opaudit.tracing import Trace
 
 
 class NotSupported(AssertionError):

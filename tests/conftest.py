@@ -30,9 +30,9 @@ if "OPAUDIT_CUDA_STAND_IN_BUILD" not in os.environ:
 
     os.environ["OPAUDIT_CUDA_STAND_IN_BUILD"] = str(Path(tempfile.gettempdir()) / f"opaudit-test-{os.getuid()}"
                                                     / "cuda-stand-in" / standin.build_dir().name)
-# So is the rehearsal's C++ device (opaudit.fallback.native).
+# So is the rehearsal's C++ device (opaudit.rehearsal.native).
 if "OPAUDIT_REHEARSAL_DEVICE_BUILD" not in os.environ:
-    from opaudit.fallback import native
+    from opaudit.rehearsal import native
 
     os.environ["OPAUDIT_REHEARSAL_DEVICE_BUILD"] = str(Path(tempfile.gettempdir()) / f"opaudit-test-{os.getuid()}"
                                                        / "rehearsal-device" / native.build_dir().name)

@@ -1,5 +1,6 @@
-"""The import graph of opaudit/, read from the source with ``ast``: fallback/ has no import cycle, and no
-module uses another package's private names.
+"""The import graph of opaudit/, read from the source with ``ast``: no import cycle anywhere, the packages in
+the layers docs/architecture.md draws (each imports only those below it), and no module uses another package's
+private names.
 
 Every ``import`` counts, at module level and inside functions (a function-level import that closes a cycle
 is still a cycle: it only moves the failure to the first call); imports under ``if TYPE_CHECKING:`` never
@@ -165,25 +166,69 @@ def test_the_reader_finds_cycles_and_private_names(tmp_path):
     assert modules["pkg.b"].private == [(3, "pkg.a", "_hidden")]
     # and on opaudit itself, function-level imports are read
     real = _read(_modules())
-    assert len(real) > 60 and "opaudit.fallback.simulator" in real["opaudit.tracing.device"].imports
+    assert len(real) > 60 and "opaudit.rehearsal.simulator" in real["opaudit.standin"].imports
 
 
-def test_fallback_is_in_no_import_cycle():
-    """No cycle among the modules of fallback/, nor one that leaves fallback/ and comes back."""
+# The layers, lowest first (docs/architecture.md draws them): a package or top-level module imports only those of
+# lower layers (and, in the first, the others of the first). ``opaudit`` is the package's own __init__: it names
+# the public API and imports it on first use.
+LAYERS = (
+    ("base", ("opaudit", "opaudit.errors", "opaudit.data", "opaudit.files", "opaudit.tomlcache",
+              "opaudit.torchcompat")),
+    ("C++ parts", ("opaudit.native",)),
+    ("support data", ("opaudit.matrix",)),
+    ("source analysis", ("opaudit.lint",)),
+    ("tracing", ("opaudit.tracing",)),
+    ("audit", ("opaudit.auditing",)),
+    ("fallback kernels", ("opaudit.fallback",)),
+    ("rehearsal", ("opaudit.rehearsal",)),
+    ("CUDA device", ("opaudit.standin",)),
+    ("Python API", ("opaudit.api",)),
+    ("test helpers", ("opaudit.testing",)),
+    ("reports", ("opaudit.report",)),
+    ("zoo", ("opaudit.zoo",)),
+    ("command line", ("opaudit.cli",)),
+    ("python -m opaudit", ("opaudit.__main__",)),
+)
+
+
+def _unit(name: str) -> str:
+    """The package or top-level module a module belongs to (opaudit.tracing.run -> opaudit.tracing)."""
+    return ".".join(name.split(".")[:2])
+
+
+def test_no_import_cycle():
+    """No cycle among the modules of opaudit/, function-level imports included, so none between its packages."""
     modules = _read(_modules())
-    bad = [c for c in _cycles(modules) if any(v.startswith("opaudit.fallback") for v in c)]
-    assert not bad, "import cycles through fallback/:\n" + "\n".join(_describe(modules, c) for c in bad)
+    bad = _cycles(modules)
+    assert not bad, "import cycles:\n" + "\n".join(_describe(modules, c) for c in bad)
+
+
+def test_the_packages_form_layers():
+    """Every package and top-level module is in one layer, and imports only from layers below its own."""
+    modules = _read(_modules())
+    layer = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
+    assert {_unit(m) for m in modules} == set(layer), "a package or module of opaudit/ in no layer, or a layer of none"
+    bad = []
+    for m in modules.values():
+        mine = layer[_unit(m.name)]
+        for target, lines in sorted(m.imports.items()):
+            theirs = layer[_unit(target)]
+            if _unit(target) != _unit(m.name) and (theirs > mine or (theirs == mine and mine != 0)):
+                bad.append(f"{m.path.relative_to(ROOT)}:{lines[0]}: {LAYERS[mine][0]} imports {target} "
+                           f"({LAYERS[theirs][0]})")
+    assert not bad, "imports against the layers:\n" + "\n".join(bad)
 
 
 def test_no_module_uses_another_packages_private_names():
-    """What another package needs is public in the package that owns it; inside fallback/, what another
-    module of it needs is public too."""
+    """What another package needs is public in the package that owns it; inside fallback/ and rehearsal/, what
+    another module of it needs is public too."""
     modules = _read(_modules())
     bad = []
     for m in modules.values():
         for line, source, name in m.private:
             owner = modules[source].package  # (a package's __init__ belongs to itself)
-            if owner != m.package or (m.package == "opaudit.fallback" and source != m.name):
+            if owner != m.package or (m.package in ("opaudit.fallback", "opaudit.rehearsal") and source != m.name):
                 bad.append(f"{m.path.relative_to(ROOT)}:{line}: {name} of {source}")
     assert not bad, "private names used across boundaries:\n" + "\n".join(bad)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, run_cli, run_python
 
-from opaudit import cbuild
+from opaudit.native import cbuild
 from opaudit.tracing import native as tracer
 
 

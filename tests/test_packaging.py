@@ -35,7 +35,7 @@ def test_wheel_carries_the_data_folders_and_finds_them(tmp_path):
     assert "opaudit_fallback.pth" in names  # OPAUDIT_FALLBACK=target, at the top of site-packages
     assert {"opaudit/cli/__init__.py", "opaudit/cli/options.py", "opaudit/__main__.py"} <= set(names)
     # the C++ sources compiled on first use: the CUDA stand-in and the rehearsal's device
-    assert {"opaudit/standin/cuda.cpp", "opaudit/fallback/device.cpp", "opaudit/tracing/recorder.cpp"} <= set(names)
+    assert {"opaudit/native/cuda.cpp", "opaudit/native/device.cpp", "opaudit/native/recorder.cpp"} <= set(names)
 
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],

@@ -98,14 +98,14 @@ def test_a_run_of_some_programs_keeps_the_others_results(tmp_path):
 def test_paths_of_the_machine_that_ran_and_quoted_source_lines_are_left_out():
     bench = _bench()
     run = {"reason": None, "stderr_tail": (
-        "/home/u/src/opaudit/opaudit/fallback/device.py:653: UserWarning: x\n"
+        "/home/u/src/opaudit/opaudit/rehearsal/device.py:653: UserWarning: x\n"
         "  File \"/tmp/rc-p-1/p-sim-ascend/main.py\", line 3\n"
         "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/rnn.py:1: UserWarning: y\n"
         "  File \"/srv/ck/bench/rehearsal_corpus/probe/sitecustomize.py\", line 75, in backward\n"
         "    return original(self, *args, **kwargs)")}
     bench._tidy(run)
     assert run["stderr_tail"] == (
-        "opaudit/fallback/device.py:653: UserWarning: x\n"
+        "opaudit/rehearsal/device.py:653: UserWarning: x\n"
         "  File \"main.py\", line 3\n"
         "site-packages/torch/nn/modules/rnn.py:1: UserWarning: y\n"
         "  File \"bench/rehearsal_corpus/probe/sitecustomize.py\", line 75, in backward")

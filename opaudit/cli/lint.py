@@ -144,7 +144,7 @@ def fix(
         verification = None
         r = None  # the run over files on disk (or their copies), where there is one
         if verify:
-            from opaudit.lint.verify import verify as verify_port
+            from opaudit.rehearsal.verify import verify as verify_port
 
             verification = verify_port(program[0], program[1:], settings, paths=paths, in_place=not diff,
                                        timeout=timeout, jobs=jobs)

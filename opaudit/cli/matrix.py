@@ -176,8 +176,8 @@ def doctor(
 ) -> None:
     """The installed torch and device plugins, whether they match, the device variables set, and opaudit's C++
     parts (built for this torch installation or not, and where)."""
-    from opaudit import cbuild
     from opaudit.matrix.doctor import examine
+    from opaudit.native import cbuild
 
     with user_errors():
         if build:  # before torch is imported here: the stand-in is built in a child process either way
@@ -212,7 +212,7 @@ def doctor(
 def _build_parts() -> None:
     """opaudit doctor --build: every C++ part (a line for each first build); exit 2 naming those that failed."""
     from opaudit import standin
-    from opaudit.fallback import native as rehearsal_device
+    from opaudit.rehearsal import native as rehearsal_device
     from opaudit.tracing import native as tracer
 
     def note(text: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,6 +11,9 @@ from opaudit.cli.console import err, out, print_lines, user_errors, warn
 from opaudit.cli.options import ScriptIsModule
 from opaudit.cli.progress import LiveLine
 from opaudit.errors import OpauditError
+
+if TYPE_CHECKING:
+    from opaudit.rehearsal.script import RunFailed
 
 
 def run(
@@ -51,7 +54,7 @@ def run(
                                         "line.")] = False,
 ) -> None:
     """Run a script with the fallback: opaudit run --simulate ascend -- train.py ARGS..."""
-    from opaudit.fallback.script import RunFailed, check_reached, run_script, save_partial
+    from opaudit.rehearsal.script import RunFailed, check_reached, run_script
 
     args = list(ctx.args)
     with user_errors():
@@ -96,9 +99,40 @@ def run(
                 warn(warning)
 
 
+PARTIAL_STATS = "opaudit-fallback.partial.json"
+PARTIAL_AUDIT = "opaudit-audit.partial"  # .json, .html
+
+
+def save_partial(e: RunFailed, stats_path: str | Path | None, *, html: bool = False) -> list[str]:
+    """Save what a failed run gathered: the statistics to ``stats_path``, else into a new temporary folder
+    (never the working folder), and, for a traced run, the audit so far beside them (JSON, and HTML with
+    ``html``). The written paths."""
+    import tempfile
+
+    from opaudit.report import write_reports
+
+    if stats_path is not None:
+        path = Path(stats_path)
+        folder = path.parent
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="opaudit-run-"))
+        path = folder / PARTIAL_STATS
+    e.stats.save(path)
+    written = [str(path)]
+    if e.trace is not None:
+        from opaudit.auditing import audit
+
+        a = audit(e.trace, [e.stats.target], fallback=[e.stats])
+        outputs = {"json": str(folder / f"{PARTIAL_AUDIT}.json")}
+        if html:
+            outputs["html"] = str(folder / f"{PARTIAL_AUDIT}.html")
+        written += write_reports(a, outputs)
+    return written
+
+
 def _fallback_calls() -> int | None:
     """The calls a rehearsal has sent to the fallback so far (the progress line's number; read from its thread)."""
-    from opaudit.fallback.tensor import state
+    from opaudit.rehearsal.tensor import state
 
     sim = state.sim
     return sim.stats.fallback_calls() if sim is not None else None
@@ -106,8 +140,8 @@ def _fallback_calls() -> int | None:
 
 def rehearsal_device() -> None:
     """Build (on first use: say so) and load the rehearsal's C++ device, unless the wrapper engine was asked for;
-    where it cannot be built, say why: the rehearsal runs on the wrapper engine (opaudit.fallback.native)."""
-    from opaudit.fallback import native
+    where it cannot be built, say why: the rehearsal runs on the wrapper engine (opaudit.rehearsal.native)."""
+    from opaudit.rehearsal import native
 
     if not native.wanted():
         return

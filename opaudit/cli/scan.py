@@ -84,7 +84,9 @@ def scan(
                 if quiet:  # else the op table's header says it
                     err.print(f"mode: {chosen} ({reason})", style="dim", markup=False, highlight=False)
 
-            trace = opaudit.trace(
+            from opaudit import api
+
+            trace = api.trace(
                 spec.make_model, spec.make_inputs, train=train, mode=mode.value, steps=steps,
                 loss_fn=spec.loss_fn, optimizer=spec.optimizer, amp=amp.value if amp else None,
                 shapes=shapes, progress=line.ops, on_mode=said, on_stage=line.stage, source=spec.source,
@@ -117,7 +119,7 @@ def trace(
     """Run an unmodified script under the recorder: opaudit trace [OPTIONS] -- script.py ARGS..."""
     cuda_stand_in(device.value)
     cpp_recorder()
-    from opaudit.tracing.script import trace_script
+    from opaudit import api
 
     args = list(ctx.args)
     opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json, lint_paths)
@@ -126,7 +128,7 @@ def trace(
         if not args:
             raise OpauditError("no script given", hint="opaudit trace -- train.py --its --own --args")
         with LiveLine(f"trace {args[0]}", enabled=not quiet) as line:
-            result = trace_script(args[0], args[1:], module=module, max_ops=max_ops, timeout=timeout,
+            result = api.trace_script(args[0], args[1:], module=module, max_ops=max_ops, timeout=timeout,
                                   shapes=shapes, progress=line.ops, device=device.value)
         if result.meta.status == "stopped":
             err.print(f"{result.meta.error}; the trace holds what ran until then", style="yellow")

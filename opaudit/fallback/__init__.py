@@ -1,10 +1,10 @@
-"""fallback/: run what a target lacks -> kernels, a CPU simulator, statistics.
+"""fallback/: kernels for the ops a target lacks -> a decomposition first, a CPU round trip second, with statistics.
 
 >>> with opaudit.fallback.install("ascend") as fb:          # on a machine with torch_npu   # doctest: +SKIP
 ...     train_step()
->>> with opaudit.fallback.simulate("ascend@2.6.0.post5", strict=True) as sim:   # on a CPU  # doctest: +SKIP
-...     train_step()
->>> print("\\n".join(sim.stats.lines()))                                                   # doctest: +SKIP
+>>> print("\\n".join(fb.stats.lines()))                                                    # doctest: +SKIP
+
+The same kernels fill a rehearsal's gaps (opaudit.rehearsal, the layer above this one).
 """
 
 from __future__ import annotations
@@ -12,15 +12,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from opaudit.fallback.agreement import DeviceOpsAgreement, compare_device_ops
 from opaudit.fallback.stats import PATH_TEXT, PATHS, OpStat, Stats
 
 # the rest imports torch: loaded on first use, so that reports read statistics without it
 # (no submodule shares a name with a function here: importing a submodule binds its name in the package)
 _LAZY = {"Chooser": "choose", "decomposition": "choose", "FallbackFailed": "live", "Installation": "live",
-         "current": "live", "install": "live", "uninstall": "live", "SimTensor": "tensor",
-         "SimulatedMissing": "simulator", "Simulator": "simulator", "simulate": "simulator", "run_script": "script",
-         "RunFailed": "script"}
+         "current": "live", "install": "live", "uninstall": "live"}
 
 
 def __getattr__(name: str) -> Any:
@@ -30,7 +27,6 @@ def __getattr__(name: str) -> Any:
         return value
     raise AttributeError(f"module 'opaudit.fallback' has no attribute {name!r}")
 
-__all__ = ["PATHS", "PATH_TEXT", "Chooser", "DeviceOpsAgreement", "compare_device_ops",
-           "FallbackFailed", "Installation", "OpStat", "SimTensor",
-           "SimulatedMissing", "Simulator", "Stats", "current", "decomposition", "install", "simulate", "uninstall",
-           "run_script", "RunFailed"]
+
+__all__ = ["PATHS", "PATH_TEXT", "Chooser", "FallbackFailed", "Installation", "OpStat", "Stats", "current",
+           "decomposition", "install", "uninstall"]

@@ -62,7 +62,7 @@ class Stats:
     target: str  # "ascend@2.6.0.post5", or the device type of a live backend
     device: str  # "npu"
     kind: str  # "installed" (a live backend) or "simulated" (a CPU rehearsal)
-    engine: str = ""  # a rehearsal's device engine (fallback/native.py): "native" (C++) or "wrapper" (Python)
+    engine: str = ""  # a rehearsal's device engine (rehearsal/native.py): "native" (C++) or "wrapper" (Python)
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # what the run did otherwise than the device would
     started: float = field(default_factory=time.perf_counter)

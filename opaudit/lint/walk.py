@@ -13,8 +13,9 @@ them (parents before children, in source order):
 - ``on_string``: ``(c, node, text) -> bool`` for a plain string literal no parent claimed (the first
   that returns True claims it); ``on_attribute("is_cuda")`` ``(c, node)`` for ``x.is_cuda``; ``on_api(code)``
   ``(c, node, qualname)`` for a rule whose qualified-name match needs code of its own;
-- ``on_start`` ``(c, module, source)`` sets a family's per-file state, ``on_finish`` ``(c)`` runs after the
-  walk (the passes that follow values across the file).
+- ``file_state`` registers a family's per-file state, a class of its own made once per file
+  (``State.start(c, module, source)`` where it has one, else ``State()``) and read with ``c.state(State)``;
+  ``on_finish`` ``(c)`` runs after the walk (the passes that follow values across the file).
 
 Handlers run in the order the families are imported (``opaudit/lint/rules/__init__.py``), then in the
 order each registers. Module-level APIs are matched by qualified name: the file's imports (including
@@ -32,11 +33,13 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 import libcst as cst
 
 from opaudit.lint.catalogue import Catalogue, Target
+
+S = TypeVar("S")
 
 # replacements whose module must be imported explicitly (others live on an already imported root)
 EXPLICIT_IMPORTS = ("torch.nn.attention", "torch.profiler", "torch.utils.cpp_extension", "torch.autograd.profiler")
@@ -142,7 +145,7 @@ KEYWORDS: dict[str, list[Handler]] = {}
 STRINGS: list[Handler] = []
 ATTRIBUTES: dict[str, list[Handler]] = {}
 APIS: dict[str, Handler] = {}
-STARTS: list[Handler] = []
+STATES: list[type] = []
 FINISHES: list[Handler] = []
 
 
@@ -207,10 +210,10 @@ def on_api(code: str) -> Callable[[Handler], Handler]:
     return register
 
 
-def on_start(handler: Handler) -> Handler:
-    """Register ``handler(c, module, source)``: a family's per-file state, set before the walk."""
-    STARTS.append(handler)
-    return handler
+def file_state(cls: type) -> type:
+    """Register a family's per-file state (module doc): one instance per file, made before the walk."""
+    STATES.append(cls)
+    return cls
 
 
 def on_finish(handler: Handler) -> Handler:
@@ -221,20 +224,6 @@ def on_finish(handler: Handler) -> Handler:
 
 class FileCheck:
     """One traversal of one module, every selected rule."""
-
-    # per-file state of the rule families, set by their on_start handlers (rules/<family>.py)
-    library_names: dict[str, str]  # libraries: a name bound by importing a CUDA-only library -> its rule
-    device_values: list[tuple[str, Report]]  # devices: (name, the report of a CUDA string it is assigned)
-    device_probes: list[tuple[str, Report, cst.CSTNode | None]]  # devices: (name, report, its rewrite)
-    probed_parameters: set[str]  # devices: the names of device_probes that are their function's parameters
-    device_names: set[str]  # devices: names passed where a device goes
-    backend_values: list[tuple[str, Report]]  # distributed: backend = "nccl"
-    backend_names: set[str]  # distributed: init_process_group(backend=backend)
-    defines_cuda_method: bool  # tensors: a class of the file defines cuda()
-    own_is_cuda: frozenset[str]  # tensors: receivers whose .is_cuda the file sets itself
-    receivers: Any  # tensors: what receivers are known to be (receivers.Receivers)
-    cuda_sources: bool  # extensions: the file names a CUDA source file
-    extension_names: set[str]  # extensions: names bound to a module built from CUDA sources
 
     def __init__(self, module: cst.Module, target: Target, catalogue: Catalogue, selected: frozenset[str],
                  min_torch: str, source: bytes, path: str | None = None):
@@ -273,8 +262,14 @@ class FileCheck:
         self.scope_imports.append(set(self.top_imports))
         # the file's module-level name for torch (import torch as t), if it has one
         self.torch_alias = next((name for name, b in self.top_imports.items() if b.qualname == "torch"), None)
-        for start in STARTS:
-            start(self, module, source)
+        self._states: dict[type, Any] = {}
+        for cls in STATES:  # (in the order the families are imported: a later one may read an earlier one's)
+            start = getattr(cls, "start", None)
+            self._states[cls] = start(self, module, source) if start is not None else cls()
+
+    def state(self, cls: type[S]) -> S:
+        """A rule family's state for this file (``file_state``)."""
+        return self._states[cls]
 
     # -- traversal ---------------------------------------------------------------------------------
     def walk(self, node: cst.CSTNode) -> None:

@@ -1,5 +1,5 @@
 // The dtypes a device runs that the CPU kernels refuse, shared by opaudit's two devices over host memory (the
-// CUDA stand-in, opaudit/standin/cuda.cpp, and the rehearsal's device, opaudit/fallback/device.cpp).
+// CUDA stand-in, opaudit/native/cuda.cpp, and the rehearsal's device, opaudit/native/device.cpp).
 //
 // Both run an op's CPU kernel over CPU aliases of the device memory. CUDA's kernels accept (op, dtype) pairs
 // that the CPU's refuse (PyTorch's OpInfo database lists them: `dtypesIfCUDA` against `dtypes`, kept in

@@ -1,6 +1,6 @@
 // A device tensor over host memory seen as a CPU tensor: the same memory, sizes, strides and offset, and the same
 // conjugate and negative bits (a lazy conj() view stays one: torch.fft.ifft of a real input returns one). Shared by
-// opaudit's two devices over host memory (opaudit/standin/cuda.cpp, opaudit/fallback/device.cpp), with the mapping
+// opaudit's two devices over host memory (opaudit/native/cuda.cpp, opaudit/native/device.cpp), with the mapping
 // of an op's results they and the dtype bridge share.
 #pragma once
 

@@ -7,7 +7,7 @@ device guard and the CUDA hooks for ``DeviceType::CUDA``, DDP's timer, and kerne
 device's memory). Tensors on it are real CUDA tensors (``is_cuda``, the AutocastCUDA and AutogradCUDA keys),
 so PyTorch takes its CUDA paths itself: CUDA's autocast policy, the fused and foreach optimizers, GradScaler,
 ``model.to("cuda")`` keeping each Parameter. Against the rehearsal's simulated device (Python wrapper tensors,
-opaudit.fallback.simulator, still the device of a trace wherever this one is not in place) an op costs no
+opaudit.rehearsal.simulator, still the device of a trace wherever this one is not in place) an op costs no
 Python on its way, and the records are those of a GPU, save where it cannot be one (no cuDNN: batch norm
 takes ``native_batch_norm``; no pinned memory; a one-rank process group in place of NCCL).
 
@@ -22,7 +22,7 @@ torch asks for its CUDA hooks once, while ``import torch`` runs, so the library 
 ninja, ``OPAUDIT_CUDA_STAND_IN=0``, or a torch with CUDA of its own. The command line calls it before it
 imports torch; the library API uses it when the caller did. The build folder is
 ``$OPAUDIT_CUDA_STAND_IN_BUILD``, else ``<cache>/cuda-stand-in/<torch version>-<key>``, one build per torch
-installation, Python and compiler, in opaudit's cache (opaudit.cbuild; opaudit.tomlcache.cache_root:
+installation, Python and compiler, in opaudit's cache (opaudit.native.cbuild; opaudit.tomlcache.cache_root:
 ``$OPAUDIT_CACHE_DIR``, ``$XDG_CACHE_HOME/opaudit`` or ``~/.cache/opaudit``; the temporary folder where the
 cache is off), shared by processes under a lock.
 
@@ -39,11 +39,13 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opaudit import cbuild
+from opaudit.native import cbuild
 
 PART = cbuild.STAND_IN
 SOURCE, NAME = PART.source, PART.name
@@ -100,7 +102,7 @@ def _compile_in_child(directory: Path) -> None:
 
 def build(note: Any = None) -> Path:
     """Compile the library in a child process (this one must not import torch), or find it built; returns its
-    path. Raises RuntimeError with the compiler's last lines when it cannot be built (opaudit.cbuild: once per
+    path. Raises RuntimeError with the compiler's last lines when it cannot be built (opaudit.native.cbuild: once per
     torch installation, atomic, under a lock)."""
     return cbuild.build(PART, _compile_in_child, note)[0]
 
@@ -199,7 +201,7 @@ class StandIn:
 
 def install() -> StandIn:
     """After ``prepare`` and ``import torch``: ``torch.cuda`` answers as the simulated device's module does
-    (opaudit.fallback.device.SimDevice: streams, events, RNG, amp; memory from the stand-in's own counters),
+    (opaudit.rehearsal.device.SimDevice: streams, events, RNG, amp; memory from the stand-in's own counters),
     and as PyPI's CUDA wheel of this torch on its GPU (versions of CUDA, cuDNN and NCCL; the GPU's name and
     capability); pinning is the identity (no pinned allocator); backward runs on the calling thread (where
     a trace's dispatch mode sees it); ``nccl`` is a one-rank process group. Once per process; returns the
@@ -212,8 +214,8 @@ def install() -> StandIn:
 
     import torch
 
-    from opaudit.fallback import device
-    from opaudit.tracing.device import cuda_target
+    from opaudit.rehearsal import device
+    from opaudit.tracing.device import count_wide
 
     ext = _module()
     from opaudit.matrix.cuda_dtypes import kernel_ops, wide_ops
@@ -270,18 +272,72 @@ def install() -> StandIn:
         return self
 
     torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign,assignment]
-    from opaudit.fallback import legacy  # torch.cuda.FloatTensor(n, 1) and the others, which the CPU build refuses
+    from opaudit.rehearsal import legacy  # torch.cuda.FloatTensor(n, 1) and the others, which the CPU build refuses
 
     legacy.install({"cuda": (cuda, legacy.classes("cuda", "cuda", target, {"cuda"}))})
     torch._C._set_multithreading_enabled(False)
     _kernels_without_cpu()
     if torch.distributed.is_available():
-        # opaudit's one-rank group (fallback.device), with nccl mapped onto it
+        # opaudit's one-rank group (rehearsal.device), with nccl mapped onto it
         one_rank = types.SimpleNamespace(target=target, name="cuda", aliases=frozenset({"cuda"}),
                                          release=types.SimpleNamespace(vendor="cuda"))
         device.collectives(one_rank)  # type: ignore[arg-type]
+    count_wide(bridged)  # what a trace records of the calls it ran wide (TraceMeta.simulated["bridged"])
     _state.installed = StandIn(target=target)
     return _state.installed
+
+
+def cuda_target() -> str:
+    """The CUDA release of the installed torch in coverage_db (its kernels are what a GPU build has), else
+    the newest."""
+    import torch
+
+    from opaudit.errors import InputError
+    from opaudit.matrix import load_matrix
+
+    version = torch.__version__.split("+")[0]
+    major_minor = ".".join(version.split(".")[:2])
+    for candidate in (f"cuda@{version}", f"cuda@{major_minor}"):
+        try:
+            return load_matrix(candidate).release.key
+        except InputError:
+            continue
+    return load_matrix("cuda").release.key
+
+
+class CudaDevice:
+    """The CUDA device a trace runs on (opaudit.tracing.device.TraceDevice): the C++ stand-in where this process
+    loaded it before torch (``prepare``; the command line does), else the rehearsal's simulated device with CUDA
+    as its target (opaudit.rehearsal.simulator: ``cuda`` mapped onto it, ``torch.cuda`` answering as a device
+    module). A process simulates one device type: where PrivateUse1 is taken (a vendor plugin is imported),
+    ``open`` says so, and ``--device cpu`` traces the CPU path."""
+
+    name = "cuda"
+
+    @contextmanager
+    def open(self) -> Iterator[Any]:
+        if active():  # loaded before torch (the command line): real CUDA tensors
+            yield install()
+            return
+        import torch
+
+        from opaudit.errors import InputError
+        from opaudit.rehearsal.simulator import Simulator
+
+        taken = torch._C._get_privateuse1_backend_name()
+        if taken not in ("privateuseone", "cudasim"):
+            raise InputError(f"this process already has a {taken!r} device, so CUDA cannot be simulated in it",
+                             hint="trace in a process of its own, or trace the CPU path with --device cpu")
+        with Simulator(cuda_target(), map_devices=("cuda",)) as sim:
+            yield sim
+
+    def __repr__(self) -> str:
+        return "opaudit.standin.cuda()"
+
+
+def cuda() -> CudaDevice:
+    """The device ``opaudit.trace(device="cuda")`` and ``opaudit scan`` trace on (CudaDevice)."""
+    return CudaDevice()
 
 
 def _exchange(ext: Any, index: int) -> int:

@@ -34,6 +34,7 @@ import torch
 from opaudit.torchcompat import TensorBase
 from opaudit.tracing.choices import choice_entries
 from opaudit.tracing.patching import Patches, references
+from opaudit.tracing.shapes import shapes as shapes_of
 
 _CIA = "CompositeImplicitAutograd"
 _BUILTIN = (type(torch.relu), type(TensorBase.relu))  # builtin function, method descriptor
@@ -133,8 +134,6 @@ def _wrapper(original: Callable, key: str) -> Callable:
     hit = _wrappers.get(id(original))
     if hit is not None and hit[0] is original:
         return hit[1]
-    from opaudit.tracing.recorder import _shapes
-
     active = _active
     get_ident = threading.get_ident
     getframe = sys._getframe
@@ -154,7 +153,7 @@ def _wrapper(original: Callable, key: str) -> Callable:
             else:
                 phase, module, loc, _ = rec._where(getframe(1))
             sig, where = rec.call_signature(args, kwargs)
-            k = (key, "api", phase, sig, module, loc, None, _shapes(args, kwargs) if rec.shapes else None, where)
+            k = (key, "api", phase, sig, module, loc, None, shapes_of(args, kwargs) if rec.shapes else None, where)
             counts = rec.counts
             counts[k] = counts.get(k, 0) + 1
             active.inside = key

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import site
 import sys
 import sysconfig
 from collections.abc import Callable
@@ -245,11 +246,34 @@ def source_locator() -> SourceLocator:
 
 def user_line() -> str | None:
     """The first user line on the stack ("train.py:42"), as the tracer finds it."""
-    from opaudit.tracing.recorder import display_path
-
     loc = source_locator()
     found, _, _ = loc.locate(sys._getframe(0))  # (frames above 0 may not exist on an autograd device thread)
     if found is None:
         return None
     path, line = loc.resolve(found)
     return f"{display_path(path)}:{line}"
+
+
+@functools.cache
+def _site_dirs() -> tuple[str, ...]:
+    dirs = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    try:
+        dirs += site.getsitepackages()
+    except AttributeError:  # pragma: no cover - old virtualenv
+        pass
+    return tuple(sorted({os.path.realpath(d) + os.sep for d in dirs}, key=len, reverse=True))
+
+
+def display_path(filename: str) -> str:
+    """``filename`` as reports show it: relative to site-packages for installed packages, else to the working
+    directory when below it (``train.py``), else absolute. The rehearsal's statistics show lines the same way."""
+    if not os.path.isabs(filename):
+        return filename
+    full = os.path.realpath(filename)
+    for d in _site_dirs():  # first: a virtual environment may well sit below the working directory
+        if full.startswith(d):
+            return full[len(d):]
+    cwd = os.path.realpath(os.getcwd()) + os.sep
+    if full.startswith(cwd):
+        return full[len(cwd):]
+    return full

@@ -1,95 +1,97 @@
-"""The device a trace runs on: CUDA, simulated on the CPU (the default), or the CPU itself.
+"""The device a trace runs on: the CPU as it is, or a device tracing receives from the layer that owns it.
 
 On a machine without a GPU, code written for CUDA takes its CPU branch (``torch.cuda.is_available()`` is
 False, ``device='cuda'`` fails), and so does what PyTorch picks per device (autocast, fused and foreach
-optimizers, GradScaler). To trace the path a CUDA user's run takes, the code runs on the rehearsal's
-simulated device (opaudit.fallback.simulator) with ``cuda`` as its target: ``cuda`` is mapped onto the
-stand-in device (``cudasim``), ``torch.cuda`` answers as a device module, and every op on device tensors
-runs on the CPU data. Ops on tensors that stay on the CPU are recorded too, as ``host`` records.
+optimizers, GradScaler). To trace the path a CUDA user's run takes, the code runs on a device that answers
+as CUDA and runs CPU kernels: opaudit.standin.cuda() gives it (the C++ stand-in, else the rehearsal's
+simulated device with ``cuda`` as its target), and ``opaudit.trace`` and the command line resolve the name
+``cuda`` to it. tracing itself imports neither: its functions take ``device="cpu"`` or such a device, an
+object with
 
-A process simulates one device type (PrivateUse1 is renamed once): where it is taken (a vendor plugin is
-imported), the trace says so and ``--device cpu`` traces the CPU path.
+- ``name``: the device type the code names (``cuda``), and
+- ``open()``: a context manager that puts the device in place for the body and yields what the trace
+  records of it (``target``: the coverage_db release whose kernels it stands for, ``name``, ``engine``).
+
+Ops on tensors that stay on the CPU are recorded too, as ``host`` records.
+
+The devices over host memory tell tracing what it needs of them here (they import tracing, never the other
+way): ``count_wide`` registers a function that lists the calls a device ran wide (CUDA's dtypes that the CPU
+kernels refuse: opaudit/native/dtype_bridge.h), and ``use_wrapper`` names the rehearsal's wrapper tensor
+class while that engine is in use (the Python recorder hands its ops straight to it; the C++ recorder stands
+aside).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
-
-import torch
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, runtime_checkable
 
 from opaudit.errors import InputError
 
-if TYPE_CHECKING:
-    from opaudit.fallback.simulator import Simulator
-    from opaudit.standin import StandIn
-
-DEVICES = ("cuda", "cpu")
+NAMES = ("cuda", "cpu")  # what users name: "cuda" is given by opaudit.standin.cuda()
 
 
-def cuda_target() -> str:
-    """The CUDA release of the installed torch in coverage_db (its kernels are what a GPU build has), else
-    the newest."""
-    from opaudit.matrix import load_matrix
+@runtime_checkable
+class TraceDevice(Protocol):
+    """A device a trace runs on (module doc)."""
 
-    version = torch.__version__.split("+")[0]
-    major_minor = ".".join(version.split(".")[:2])
-    for candidate in (f"cuda@{version}", f"cuda@{major_minor}"):
-        try:
-            return load_matrix(candidate).release.key
-        except InputError:
-            continue
-    return load_matrix("cuda").release.key
+    name: str
+
+    def open(self) -> AbstractContextManager[Any]: ...
 
 
-def check_device(device: str) -> None:
-    if device not in DEVICES:
-        raise InputError(f"device must be one of {', '.join(DEVICES)}, not {device!r}",
-                         hint="cuda (the default) runs the code on a simulated CUDA device; cpu on the CPU")
-
-
-@contextmanager
-def on_device(device: str) -> Iterator[Simulator | StandIn | None]:
-    """Run the body on ``device``: ``cuda`` is simulated (module doc), ``cpu`` is the CPU as it is."""
-    check_device(device)
-    if device == "cpu":
-        yield None
+def check_device(device: str | TraceDevice) -> None:
+    if isinstance(device, TraceDevice) or device == "cpu":
         return
-    from opaudit import standin
-
-    if standin.active():  # loaded before torch (the command line): real CUDA tensors (standin's doc)
-        yield standin.install()
-        return
-    from opaudit.fallback.simulator import Simulator
-
-    taken = torch._C._get_privateuse1_backend_name()
-    if taken not in ("privateuseone", "cudasim"):
-        raise InputError(f"this process already has a {taken!r} device, so CUDA cannot be simulated in it",
-                         hint="trace in a process of its own, or trace the CPU path with --device cpu")
-    with Simulator(cuda_target(), map_devices=("cuda",)) as sim:
-        yield sim
+    if device == "cuda":
+        raise InputError("opaudit.tracing runs on the device it is given: pass opaudit.standin.cuda() for CUDA",
+                         hint="opaudit.trace(..., device='cuda') resolves the name itself")
+    raise InputError(f"device must be one of {', '.join(NAMES)}, not {device!r}",
+                     hint="cuda (the default) runs the code on a simulated CUDA device; cpu on the CPU")
 
 
-def simulated_meta(sim: Simulator | StandIn | None) -> dict[str, Any] | None:
-    """What TraceMeta.simulated records of a simulation: the CUDA release, the device's name, and the engine
-    (``stand-in``: opaudit.standin's C++ device; ``simulator``: the rehearsal's simulated device)."""
-    if sim is None:
+def device_name(device: str | TraceDevice) -> str:
+    return device if isinstance(device, str) else device.name
+
+
+def simulated_meta(handle: Any) -> dict[str, Any] | None:
+    """What TraceMeta.simulated records of the device a trace ran on (what its ``open()`` yielded): the CUDA
+    release, the device's name, and the engine (``stand-in``: the C++ device of opaudit.standin; ``simulator``:
+    the rehearsal's simulated device)."""
+    if handle is None:
         return None
-    return {"target": sim.target, "name": sim.name, "engine": getattr(sim, "engine", "simulator")}
+    return {"target": handle.target, "name": handle.name, "engine": getattr(handle, "engine", "simulator")}
+
+
+_wide_counters: list[Callable[[], Iterable[tuple[str, str, int]]]] = []
+_wrapper: list[type] = []
+
+
+def count_wide(counter: Callable[[], Iterable[tuple[str, str, int]]]) -> None:
+    """Register a device's count of the calls it ran wide: ``counter()`` lists (op, c10 dtype name, calls)."""
+    if counter not in _wide_counters:
+        _wide_counters.append(counter)
+
+
+def use_wrapper(cls: type | None) -> None:
+    """The rehearsal's wrapper tensor class while its wrapper engine is in use in this process (None: not)."""
+    _wrapper[:] = [cls] if cls is not None else []
+
+
+def wrapper() -> type | None:
+    return _wrapper[0] if _wrapper else None
 
 
 def bridged_calls() -> dict[tuple[str, str], int]:
-    """{(op, dtype): calls} that this process's device over host memory (the CUDA stand-in, or the rehearsal's C++
+    """{(op, dtype): calls} that this process's devices over host memory (the CUDA stand-in, the rehearsal's C++
     device) ran wide because the CPU kernel refuses the dtype CUDA runs (opaudit/native/dtype_bridge.h)."""
-    from opaudit import standin
-
-    rows = standin.bridged()
-    if not rows:
-        from opaudit.fallback import native
-
-        rows = [tuple(r) for r in native.ext.bridged()] if native.ext is not None else []
-    return {(op, _C10_DTYPES.get(dtype, dtype)): n for op, dtype, n in rows}
+    out: dict[tuple[str, str], int] = {}
+    for counter in _wide_counters:
+        for op, dtype, n in counter():
+            key = (op, _C10_DTYPES.get(dtype, dtype))
+            out[key] = out.get(key, 0) + n
+    return out
 
 
 # c10's names of the dtypes (ScalarType) as torch names them

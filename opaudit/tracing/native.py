@@ -17,13 +17,12 @@ by the ops its kernel runs on plain tensors, which are the ops the device receiv
 the subclass's op instead.
 
 The library is compiled on first use (about 30 s) into ``$OPAUDIT_TRACER_BUILD``, else
-``<cache>/tracer/<torch version>-<key>`` in opaudit's cache, one build per torch installation (opaudit.cbuild).
+``<cache>/tracer/<torch version>-<key>`` in opaudit's cache, one build per torch installation (opaudit.native.cbuild).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,7 +30,8 @@ from typing import Any
 
 import torch
 
-from opaudit import cbuild
+from opaudit.native import cbuild
+from opaudit.tracing.device import wrapper as wrapper_device
 
 PART = cbuild.TRACER
 SOURCE, NAME = PART.source, PART.name
@@ -72,8 +72,7 @@ def usable(note: Callable[[str], None] | None = None) -> tuple[Any, str | None]:
         return None, "another recording runs in C++"
     if torch._C._len_torch_dispatch_stack() > 0:
         return None, "a TorchDispatchMode is active (fake tensors record with the Python recorder)"
-    sim = sys.modules.get("opaudit.fallback.simulator")
-    if sim is not None and sim._setup.get("engine") == "wrapper":
+    if wrapper_device() is not None:
         return None, "the rehearsal's wrapper device is in use"
     ext = load(note)
     return (ext, None) if ext is not None else (None, _reason)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-# Wrappers installed for a whole simulation rather than one recording (fallback/device.py maps the device names
+# Wrappers installed for a whole simulation rather than one recording (rehearsal/device.py maps the device names
 # of other types onto the simulated device in torch's factories): id of the wrapper -> (wrapper, the function it
 # wraps). A recording's patches of that function (default_device.py) wrap the wrapper where it is bound instead.
 standing: dict[int, tuple[Callable, Any]] = {}

@@ -14,10 +14,7 @@ created; in backward, ``_current_autograd_node()._sequence_nr()`` looks it up ag
 
 from __future__ import annotations
 
-import functools
 import linecache
-import os
-import site
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -30,11 +27,13 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_
 
 from opaudit.matrix.registrations import read as read_registration
 from opaudit.tracing.apis import ApiWatch
-from opaudit.tracing.attribution import HINT_NONE, HINT_OPTIMIZER, ModuleStack, source_locator
+from opaudit.tracing.attribution import HINT_NONE, HINT_OPTIMIZER, ModuleStack, display_path, source_locator
 from opaudit.tracing.autocast import policy_dtypes
 from opaudit.tracing.choices import ChoiceWatch
 from opaudit.tracing.compiled import EagerCompile
+from opaudit.tracing.device import wrapper as wrapper_device
 from opaudit.tracing.scalars import ScalarOracle
+from opaudit.tracing.shapes import shapes as shapes_of
 
 Tensor = torch.Tensor
 # the caller of the dispatch: _getframe(0).f_back, since _getframe(1) raises on an autograd device thread,
@@ -130,7 +129,7 @@ class Recording:
         sig = _signature(args, kwargs)
         if name in _CASTS:
             sig = _cast_signature(name, sig, args, kwargs)
-        key = (name, kind, phase, sig, module, loc, within, _shapes(args, kwargs) if self.shapes else None,
+        key = (name, kind, phase, sig, module, loc, within, shapes_of(args, kwargs) if self.shapes else None,
                _placement(args, kwargs) if self.split_host else DEVICE)
         counts = self.counts
         counts[key] = counts.get(key, 0) + 1
@@ -183,7 +182,7 @@ class Recording:
             dtypes, where = self.call_signature(args, kwargs)
             if self.amp_low is not None:
                 dtypes = policy_dtypes(name, dtypes, self.amp_low)
-            key = (name, "choice", phase, dtypes, module, loc, None, _shapes(args, kwargs) if self.shapes else None,
+            key = (name, "choice", phase, dtypes, module, loc, None, shapes_of(args, kwargs) if self.shapes else None,
                    where)
             self.counts[key] = self.counts.get(key, 0) + 1
         return result
@@ -451,41 +450,6 @@ def _list_signature(seq) -> str | None:
     return "|".join(sorted(dts)) + "[]"
 
 
-def _shapes(args, kwargs) -> tuple[str, ...]:
-    out = []
-    for a in (*args, *(kwargs or {}).values()):
-        if isinstance(a, torch.Tensor):
-            out.append("x".join(str(s) for s in a.shape) or "scalar")
-        elif isinstance(a, (list, tuple)) and a and any(isinstance(t, torch.Tensor) for t in a):
-            out.append(f"[{len(a)}]")
-    return tuple(out)
-
-
-@functools.cache
-def _site_dirs() -> tuple[str, ...]:
-    dirs = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-    try:
-        dirs += site.getsitepackages()
-    except AttributeError:  # pragma: no cover - old virtualenv
-        pass
-    return tuple(sorted({os.path.realpath(d) + os.sep for d in dirs}, key=len, reverse=True))
-
-
-def display_path(filename: str) -> str:
-    """``filename`` as reports show it: relative to site-packages for installed packages, else to the working
-    directory when below it (``train.py``), else absolute. The rehearsal's statistics show lines the same way."""
-    if not os.path.isabs(filename):
-        return filename
-    full = os.path.realpath(filename)
-    for d in _site_dirs():  # first: a virtual environment may well sit below the working directory
-        if full.startswith(d):
-            return full[len(d):]
-    cwd = os.path.realpath(os.getcwd()) + os.sep
-    if full.startswith(cwd):
-        return full[len(cwd):]
-    return full
-
-
 class _OpRecorder(TorchDispatchMode):
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -498,11 +462,11 @@ class _OpRecorder(TorchDispatchMode):
         self.rec = rec
         self._info = rec._info.get  # bound once: the lookups below run for every op
         self._add = rec.add
-        # on the simulated device (opaudit.fallback.tensor), an op of its tensors goes from here straight to
-        # the device's dispatch, which is where the dispatcher would send it next: one Python entry per op
-        sim = sys.modules.get("opaudit.fallback.tensor")
-        self._device = (sim.SimTensor,) if sim is not None else None
-        self._device_dispatch = sim.SimTensor.__torch_dispatch__ if sim is not None else None
+        # on the rehearsal's wrapper device (tracing.device.use_wrapper), an op of its tensors goes from here
+        # straight to the device's dispatch, which is where the dispatcher would send it next: one Python entry per op
+        wrapper = wrapper_device()
+        self._device = (wrapper,) if wrapper is not None else None
+        self._device_dispatch = wrapper.__torch_dispatch__ if wrapper is not None else None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if kwargs is None:

@@ -18,7 +18,7 @@ from opaudit.errors import OpauditError, UserCodeError, describe_exception, user
 from opaudit.tracing.attribution import source_locator
 from opaudit.tracing.autocast import AMP_DTYPES, CudaAutocast
 from opaudit.tracing.default_device import default_device
-from opaudit.tracing.device import bridged_calls, bridged_since, check_device, on_device, simulated_meta
+from opaudit.tracing.device import TraceDevice, bridged_calls, bridged_since, check_device, device_name, simulated_meta
 from opaudit.tracing.modes import MODES, prepare, twin
 from opaudit.tracing.recorder import Recording, TraceStopped, recording
 from opaudit.tracing.scalars import ScalarOracle, UserOracle
@@ -190,7 +190,7 @@ def trace(
     on_mode: Callable[[str, str], None] | None = None,
     on_stage: Callable[[str], None] | None = None,
     source: dict | None = None,
-    device: str = "cpu",
+    device: str | TraceDevice = "cpu",
 ) -> Trace:
     """Run ``model`` on ``inputs`` under the recorder and return what it ran.
 
@@ -205,8 +205,9 @@ def trace(
     ``amp="fp16"|"bf16"`` runs the forward pass under CUDA's autocast policy (and a GradScaler for
     fp16 training).
 
-    ``device="cuda"`` runs the model on a simulated CUDA device (trace.device; once per process, which
-    then has PrivateUse1 taken: ``opaudit scan`` does it by default): built on the CPU, then moved there
+    ``device`` is ``"cpu"`` or a device tracing is given (tracing.device): ``opaudit.standin.cuda()``, which
+    ``opaudit.trace(device="cuda")`` passes, runs the model on a simulated CUDA device (``opaudit scan`` does
+    it by default): built on the CPU, then moved there
     as a CUDA script moves it, so PyTorch's per-device choices are CUDA's, and the calls on tensors left on
     the CPU are ``host`` records. In meta and fake modes the tensors are meta or fake whatever ``device``
     says: CUDA's autocast policy and an accelerator's optimizer defaults are applied there as always, but
@@ -224,12 +225,12 @@ def trace(
     check_device(device)
     kw: dict[str, Any] = dict(train=train, steps=steps, loss_fn=loss_fn, optimizer=optimizer, amp=amp, shapes=shapes,
                               scalar_oracle=scalar_oracle, progress=progress, on_mode=on_mode, on_stage=on_stage,
-                              source=source, device=device, given=isinstance(model, nn.Module))
+                              source=source, device=device_name(device), given=isinstance(model, nn.Module))
     # the factories run on the CPU, as a CUDA script builds its model before model.to("cuda"); a model on meta
     # or fake tensors is not on the simulated device, whose set-up and device mapping would only cost time
     prepared = _prepare(model, inputs, mode, train)
-    if device == "cuda" and prepared.mode == "real":
-        with on_device(device) as sim:
+    if not isinstance(device, str) and prepared.mode == "real":
+        with device.open() as sim:
             return _trace(prepared, sim=sim, **kw)
     return _trace(prepared, sim=None, **kw)
 

@@ -125,7 +125,7 @@ class TraceMeta:
     unattributed_backward_calls: int = 0
     scalar_guesses: dict[str, int] = field(default_factory=dict)  # meta mode: .item() answered by a guess
     warnings: list[str] = field(default_factory=list)
-    # the device was simulated on the CPU (opaudit.fallback.simulate): {"target": "cuda@2.13", "name": "cudasim"}
+    # the device was simulated on the CPU (opaudit.rehearsal.simulate): {"target": "cuda@2.13", "name": "cudasim"}
     simulated: dict[str, Any] | None = None
     # the recorder that took it (tracing/native.py): native (C++) or python (a TorchDispatchMode); None: not said
     recorder: str | None = None

@@ -14,11 +14,11 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from opaudit.errors import InputError, UserCodeError, describe_exception, user_frames
-from opaudit.tracing.device import check_device, on_device, simulated_meta
+from opaudit.tracing.device import TraceDevice, check_device, device_name, simulated_meta
 from opaudit.tracing.recorder import TraceStopped
 from opaudit.tracing.run import Recorder
 from opaudit.tracing.schema import Trace
@@ -100,20 +100,21 @@ def trace_script(
     timeout: float | None = None,
     shapes: bool = False,
     progress: Callable[[int], None] | None = None,
-    device: str = "cuda",
+    device: str | TraceDevice = "cpu",
 ) -> Trace:
     """Run ``target`` (a script path, or a module name with ``module=True``) as ``__main__``, on ``device``:
-    ``cuda`` (the default) simulated on the CPU, so that the script takes its CUDA branches (trace.device),
-    or ``cpu`` as it is."""
+    ``cpu`` as it is, or a device tracing is given (tracing.device: ``opaudit.standin.cuda()``, simulated on the
+    CPU, so that the script takes its CUDA branches; ``opaudit trace`` does it by default)."""
     check_device(device)
     argv = list(argv or [])
     path0, shown = locate(target, module)
     source = {"kind": "script", "path": shown, "argv": argv, "module": module}
     rec = Recorder(shapes=shapes, max_ops=max_ops, timeout=timeout, progress=progress, source=source,
-                   device=device)
+                   device=device_name(device))
     failure: BaseException | None = None
     try:
-        with argv_and_path([shown, *argv], path0), _alarm(timeout, rec), on_device(device) as sim:
+        with argv_and_path([shown, *argv], path0), _alarm(timeout, rec), \
+                (nullcontext() if isinstance(device, str) else device.open()) as sim:
             rec.simulated = simulated_meta(sim)
             with rec:
                 run_main(target, module)

@@ -5,18 +5,20 @@ submits and collects."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opaudit.errors import InputError
-from opaudit.zoo.run import Job, run_job
+
+if TYPE_CHECKING:
+    from opaudit.zoo.run import Job
 
 
-def run_on_ray(todo: Sequence[Job], *, jobs: int, address: str | None,
+def run_on_ray(todo: Sequence[Job], run_job: Callable[[Job], dict[str, Any]], *, jobs: int, address: str | None,
                finished: Callable[[dict[str, Any]], None]) -> None:
     """Run every job as a Ray task of one CPU. Without ``address`` a local instance of ``jobs`` CPUs is started
     (and stopped); with one (``ray://host:10001``, ``auto``) the cluster's CPUs take the tasks, and every node
     needs opaudit, torch and the models' libraries installed. A Ray already initialised in this process is used
-    as it is."""
+    as it is. ``run_job`` runs one job (opaudit.zoo.run.run_job)."""
     try:
         import ray
     except ImportError:

@@ -149,6 +149,7 @@ _META_DATA = ("cannot copy out of meta tensor", "cannot be called on meta tensor
 
 def _traced(job: Job, spec: str, record: dict[str, Any]) -> tuple[Any, Any, str | None]:
     """Trace and audit ``spec`` as ``job`` asks: the trace, the audit and the meta error a real run followed."""
+    from opaudit import api
     from opaudit.auditing import audit
     from opaudit.zoo.specs import load_spec
 
@@ -156,7 +157,7 @@ def _traced(job: Job, spec: str, record: dict[str, Any]) -> tuple[Any, Any, str 
     record["config_fixes"] = named.fixes
 
     def traced(mode: str) -> Any:
-        return opaudit.trace(named.make_model, named.make_inputs, train=job.train, mode=mode,
+        return api.trace(named.make_model, named.make_inputs, train=job.train, mode=mode,
                              loss_fn=named.loss_fn, optimizer=named.optimizer, source=named.source,
                              device=job.device)
 
@@ -288,7 +289,7 @@ def _context() -> Any:
                                              "transformers.models.auto.modeling_auto", "transformers.generation.utils",
                                              "transformers.masking_utils", "transformers.modeling_layers",
                                              "transformers.processing_utils", "opaudit.auditing", "opaudit.tracing",
-                                             "opaudit.fallback.simulator", "opaudit.fallback.device",
+                                             "opaudit.rehearsal.simulator", "opaudit.rehearsal.device",
                                              "opaudit.lint.engine", "opaudit.lint.rules", "opaudit.matrix.cuda_dtypes",
                                              "opaudit.matrix.probe", "opaudit.zoo.specs", "opaudit.zoo.shrink",
                                              "opaudit.zoo.run"])
@@ -516,7 +517,7 @@ def run_zoo(specs: Sequence[str], *, targets: Sequence[str] | None = None, train
         if executor == "ray":
             from opaudit.zoo.distributed import run_on_ray
 
-            run_on_ray(todo, jobs=jobs, address=address, finished=finished)
+            run_on_ray(todo, run_job, jobs=jobs, address=address, finished=finished)
         else:
             def begun(job: Job) -> dict[str, Any]:
                 if on_begin is not None:

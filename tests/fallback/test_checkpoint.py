@@ -1,4 +1,4 @@
-"""Checkpoints in a rehearsal (opaudit/fallback/checkpoint.py): torch.save / torch.load of a model and its
+"""Checkpoints in a rehearsal (opaudit/rehearsal/checkpoint.py): torch.save / torch.load of a model and its
 optimizer mid-training, with the map_location forms real scripts use, through the real command line."""
 
 from __future__ import annotations

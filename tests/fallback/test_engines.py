@@ -1,4 +1,4 @@
-"""The rehearsal's two device engines (opaudit.fallback.native) give the same answer on the same script: the C++
+"""The rehearsal's two device engines (opaudit.rehearsal.native) give the same answer on the same script: the C++
 device, where an op the target runs natively costs no Python, and the Python wrapper tensors, which run where
 the C++ device cannot be built. Each script is rehearsed by the command line once per engine; the statistics
 agree op by op (the path and status of every op, the calls of every op that did not run natively), and a

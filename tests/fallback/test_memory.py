@@ -1,4 +1,4 @@
-"""The rehearsal's memory counters (opaudit/fallback/memory.py): exact current and peak bytes as storages are
+"""The rehearsal's memory counters (opaudit/rehearsal/memory.py): exact current and peak bytes as storages are
 created and freed, read the way training scripts read them (torch.cuda.* on an unported script), each
 simulation in a process of its own."""
 

@@ -13,7 +13,7 @@ from helpers import FIXTURES, run_cli
 
 from opaudit.errors import InputError
 from opaudit.lint import Settings
-from opaudit.lint.verify import verify
+from opaudit.rehearsal.verify import verify
 
 PROGRAMS = FIXTURES / "verify"
 

@@ -7,7 +7,7 @@ import json
 import sys
 
 if sys.argv[1] == "install":
-    from opaudit import cbuild
+    from opaudit.native import cbuild
 
     print(json.dumps([cbuild.install(), [str(p.build_dir()) for p in cbuild.PARTS]]))
 elif sys.argv[1] == "load-tracer":

@@ -3,8 +3,8 @@ come as torch's objects, as a Python kernel gets them, and the fallback compares
 
 import torch
 
-from opaudit.fallback import native
-from opaudit.fallback.simulator import Simulator
+from opaudit.rehearsal import native
+from opaudit.rehearsal.simulator import Simulator
 
 sim = Simulator("ascend", force_cpu=["sum", "empty_like"])
 seen = []

@@ -2,7 +2,7 @@
 
 import torch
 
-from opaudit.fallback import simulate
+from opaudit.rehearsal import simulate
 
 with simulate("ascend", device_count=2):
     a = torch.empty(1000, dtype=torch.uint8, device="npu:0")

@@ -3,9 +3,9 @@ are the same each time, and a recording reuses the last one's plan. Prints ok.""
 
 import torch
 
-from opaudit.fallback.simulator import Simulator
+from opaudit.rehearsal.simulator import Simulator
 from opaudit.tracing import apis
-from opaudit.tracing.device import cuda_target
+from opaudit.standin import cuda_target
 from opaudit.tracing.recorder import Recording, recording
 
 bound, plans = [], []

@@ -6,10 +6,10 @@ import sys
 
 import torch
 
-from opaudit.fallback.simulator import simulate
-from opaudit.fallback.surface import resolve
 from opaudit.lint import load_catalogue, load_target
 from opaudit.lint.rules.apis import written_names
+from opaudit.rehearsal.simulator import simulate
+from opaudit.rehearsal.surface import resolve
 
 target = load_target(sys.argv[1])
 missing = []

@@ -14,9 +14,10 @@ import torch
 from helpers import ROOT, run_cli, run_python
 
 import opaudit
-from opaudit.fallback import Stats, compare_device_ops
+from opaudit.fallback import Stats
 from opaudit.matrix import load_matrix
 from opaudit.matrix.matrix import normalize
+from opaudit.rehearsal import compare_device_ops
 
 SCRIPT = ROOT / "tests" / "fixtures" / "scripts" / "cuda_bf16_fused.py"
 TRAIN_CUDA = ROOT / "examples" / "train_cuda.py"
@@ -210,7 +211,7 @@ def test_cuda_idioms_answer_as_a_cuda_build_on_its_gpu_and_as_a_cpu_build_on_a_p
     bf16 and c10d's per-device backend form), gradient clipping takes CUDA's foreach path, and a group bound
     to its device (device_id) forms. A vendor's rehearsal answers as its plugin's CPU build of torch: no CUDA
     version, so fp16 and a plain "nccl", mapped onto the target's backend."""
-    from opaudit.fallback.device import cuda_build
+    from opaudit.rehearsal.device import cuda_build
 
     script = ROOT / "tests" / "fixtures" / "scripts" / "cuda_idioms.py"
     out = tmp_path / "trace.json"
@@ -232,7 +233,7 @@ def test_cuda_idioms_answer_as_a_cuda_build_on_its_gpu_and_as_a_cpu_build_on_a_p
 
 
 def test_cuda_build_versions_come_from_the_nearest_listed_torch():
-    from opaudit.fallback.device import cuda_build
+    from opaudit.rehearsal.device import cuda_build
 
     assert cuda_build("2.13.0")["cuda"] == "13.0" and cuda_build("2.13.0")["cudnn"] == "9.20.0"
     assert cuda_build("2.12.1")["release"] == "2.11.0"  # 2.12 publishes no METADATA: the newest below it

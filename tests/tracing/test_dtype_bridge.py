@@ -1,6 +1,6 @@
 """The CUDA stand-in runs what CUDA runs: (op, dtype) pairs CUDA's kernels accept and the CPU's refuse run wide and
 are cast back (opaudit/native/dtype_bridge.h, coverage_db/curated/cuda_dtypes.toml), and legacy typed CUDA tensors
-work (opaudit/fallback/legacy.py), on the stand-in and on a rehearsal device."""
+work (opaudit/rehearsal/legacy.py), on the stand-in and on a rehearsal device."""
 
 from __future__ import annotations
 

@@ -22,8 +22,8 @@ import libcst as cst
 
 from opaudit.lint.catalogue import Catalogue, Rule, Target, version_at_least
 from opaudit.lint.rules.amp import AMP_DECORATORS, AMP_DEPRECATED, GPU_AUTOCAST, custom_fwd
-from opaudit.lint.rules.extensions import extension_call
-from opaudit.lint.rules.libraries import library_use
+from opaudit.lint.rules.extensions import Extensions, extension_call
+from opaudit.lint.rules.libraries import Libraries, library_use
 from opaudit.lint.walk import (
     APIS,
     ATTRIBUTES,
@@ -115,14 +115,14 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
         if isinstance(node, cst.Attribute) and id(node) not in c.handled:
             _attribute_syntax(c, node)
         return
-    if c.extension_names and isinstance(node, cst.Attribute) and extension_call(c, node):
+    if c.state(Extensions).names and isinstance(node, cst.Attribute) and extension_call(c, node):
         return
     if isinstance(node, cst.Attribute):
         _attribute_syntax(c, node)
     q = c.qualname(node)
     if q is None:
         return
-    if c.library_names and library_use(c, node, q):
+    if c.state(Libraries).names and library_use(c, node, q):
         return
     if q == "torch.cuda" and c.on("OA418") and isinstance(c.parent, (cst.Assign, cst.AnnAssign)):
         c.report(node, "OA418", "an alias of torch.cuda hides which CUDA APIs the file uses")

@@ -20,6 +20,7 @@ the flow: tests/lint/test_dataflow.py.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from functools import cache
 
 import libcst as cst
@@ -31,13 +32,13 @@ from opaudit.lint.walk import (
     comma,
     comparison_operands,
     expr,
+    file_state,
     node_code,
     on,
     on_call,
     on_finish,
     on_keyword,
     on_method,
-    on_start,
     on_string,
     parameter_names,
     rebinds,
@@ -78,13 +79,15 @@ TYPE_POSITIONS = {"OA203"}  # positions that take a device *type* (no index)
 DEVICE_TYPES = {"cpu", "cuda", "mps", "xpu", "npu", "mlu", "musa", "hpu", "meta", "xla", "supa"}
 
 
-@on_start
-def _start(c: FileCheck, module: cst.Module, source: bytes) -> None:
-    # device strings followed through names: `device = "cuda"` ... `"cuda" in device`
-    c.device_values = []
-    c.device_probes = []
-    c.probed_parameters = set()
-    c.device_names = set()
+@file_state
+@dataclass
+class Devices:
+    """The file's device strings followed through names: `device = "cuda"` ... `"cuda" in device`."""
+
+    values: list[tuple[str, Report]] = field(default_factory=list)  # (name, the report of a CUDA string it is assigned)
+    probes: list[tuple[str, Report, cst.CSTNode | None]] = field(default_factory=list)  # (name, report, its rewrite)
+    probed_parameters: set[str] = field(default_factory=set)  # the names of probes that are their function's parameters
+    names: set[str] = field(default_factory=set)  # names passed where a device goes
 
 
 # -- device positions ----------------------------------------------------------------------------------
@@ -102,7 +105,7 @@ def _call(c: FileCheck, node: cst.Call, q: str) -> None:
     if q in ("torch.cuda.set_device", "torch.cuda.device") and node.args:
         key = c.name_key(node.args[0].value)
         if key is not None:
-            c.device_names.add(key)
+            c.state(Devices).names.add(key)
     if q in DEVICE_ARGS:
         index, code = DEVICE_ARGS[q]
         keyword = {"torch.device": "type", "torch.load": "map_location", "torch.Generator": "device"}.get(q)
@@ -217,7 +220,7 @@ def device_string(c: FileCheck, value: cst.BaseExpression, code: str, *, type_on
     if isinstance(value, (cst.Name, cst.Attribute)):
         key = c.name_key(value)
         if key is not None:
-            c.device_names.add(key)  # a name used as a device: the strings it holds are device strings
+            c.state(Devices).names.add(key)  # a name used as a device: the strings it holds are device strings
         return
     if id(value) in c.handled:
         return
@@ -344,7 +347,7 @@ def _dynamic_device(c: FileCheck, value: cst.CSTNode, *, safe: bool, code: str =
         # kept in a name (device = f"cuda:{rank}"): rewritten as the name's other device strings are
         c.report(part, code, message + " (outside a device position: check it)", new, heuristic=True, fix="unsafe")
         if c.plan.reports and c.plan.reports[-1].node is part:
-            c.device_values.append((key, c.plan.reports[-1]))
+            c.state(Devices).values.append((key, c.plan.reports[-1]))
 
 
 def device_arg_text(c: FileCheck, *, type_only: bool) -> str | None:
@@ -382,7 +385,7 @@ def _string(c: FileCheck, node: cst.SimpleString, s: str) -> bool:
              fix="unsafe")
     key = c.assigned_name(node)
     if key is not None and c.plan.reports and c.plan.reports[-1].node is node:
-        c.device_values.append((key, c.plan.reports[-1]))
+        c.state(Devices).values.append((key, c.plan.reports[-1]))
     return True
 
 
@@ -463,9 +466,9 @@ def _compare_suggestion(c: FileCheck, string: cst.CSTNode, probed: cst.CSTNode |
     c.report(string, "OA105", f"{c.rules['OA105'].summary}: '{s}'", suggestion=suggestion)
     key = c.name_key(probed) if probed is not None else None
     if key is not None and c.plan.reports and c.plan.reports[-1].node is string:
-        c.device_probes.append((key, c.plan.reports[-1], new))
+        c.state(Devices).probes.append((key, c.plan.reports[-1], new))
         if _a_parameter(c, probed):
-            c.probed_parameters.add(key)
+            c.state(Devices).probed_parameters.add(key)
 
 
 def _a_parameter(c: FileCheck, probed: cst.CSTNode | None) -> bool:
@@ -571,7 +574,7 @@ def _device_flow(c: FileCheck) -> None:
     together (a probe left as it was would now be false: no autocast, no fused optimizer, no pinned
     memory), as a safe fix when one of its names reaches a device position (``.to(device)``,
     ``device_type=device_type``), else with --unsafe-fixes."""
-    if not c.device_probes and not c.device_values:
+    if not c.state(Devices).probes and not c.state(Devices).values:
         return
     parent: dict[str, str] = {}
 
@@ -584,21 +587,22 @@ def _device_flow(c: FileCheck) -> None:
         parent[find(a)] = find(b)
 
     by_statement: dict[int, list[str]] = {}
-    for name, r in c.device_values:
+    for name, r in c.state(Devices).values:
         find(name)
         by_statement.setdefault(id(r.statement), []).append(name)
-    for name, r, _ in c.device_probes:
+    for name, r, _ in c.state(Devices).probes:
         find(name)
         for other in by_statement.get(id(r.statement), []):
             union(name, other)  # device_type = "cuda" if "cuda" in device else "cpu"
     groups: dict[str, list[tuple[Report, cst.CSTNode | None, bool]]] = {}
-    for name, r in c.device_values:
+    for name, r in c.state(Devices).values:
         groups.setdefault(find(name), []).append((r, r.replacement, False))
-    for name, r, new in c.device_probes:
+    for name, r, new in c.state(Devices).probes:
         groups.setdefault(find(name), []).append((r, new, True))
-    reached = {find(n) for n in c.device_names if n in parent or find(n) in groups}
-    probed_other = {find(name) for name, _, _ in c.device_probes if name not in c.probed_parameters}
-    parameter_roots = {find(name) for name in c.probed_parameters} - probed_other
+    st = c.state(Devices)
+    reached = {find(n) for n in st.names if n in parent or find(n) in groups}
+    probed_other = {find(name) for name, _, _ in st.probes if name not in st.probed_parameters}
+    parameter_roots = {find(name) for name in st.probed_parameters} - probed_other
     for root, members in groups.items():
         if not any(probe for _, _, probe in members):
             if root in reached:  # a device string kept in a name that is used as a device

@@ -12,20 +12,23 @@ catalogue's ``apis``: apis.py. Examples: rules/catalogue.toml [OA301] ... [OA307
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import libcst as cst
 
 from opaudit.lint.catalogue import version_at_least
 from opaudit.lint.rules.devices import device_string, holds_a_device, value_holder
 from opaudit.lint.walk import (
     FileCheck,
+    Report,
     argument,
     comparison_operands,
     expr,
+    file_state,
     on,
     on_call,
     on_finish,
     on_keyword,
-    on_start,
     on_string,
     string_leaves,
     string_value,
@@ -37,10 +40,13 @@ DIST_INIT = {"torch.distributed.init_process_group", "torch.distributed.new_grou
              "torch.distributed.distributed_c10d.init_process_group", "torch.distributed.distributed_c10d.new_group"}
 
 
-@on_start
-def _start(c: FileCheck, module: cst.Module, source: bytes) -> None:
-    c.backend_values = []  # backend = "nccl"
-    c.backend_names = set()  # init_process_group(backend=backend)
+@file_state
+@dataclass
+class Backends:
+    """The file's backend strings followed through names."""
+
+    values: list[tuple[str, Report]] = field(default_factory=list)  # backend = "nccl"
+    names: set[str] = field(default_factory=set)  # init_process_group(backend=backend)
 
 
 @on_call(*DIST_INIT)
@@ -70,7 +76,7 @@ def _backend_string(c: FileCheck, call: cst.Call, arg: cst.Arg) -> None:
     t = c.target
     key = c.name_key(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
     if key is not None:
-        c.backend_names.add(key)
+        c.state(Backends).names.add(key)
     leaves = [v for v in string_leaves(value) if _names_nccl(string_value(v) or "")]
     if not leaves:
         return
@@ -144,7 +150,7 @@ def _nccl_value(c: FileCheck, node: cst.SimpleString, s: str) -> None:
              new, heuristic=True, fix="unsafe")
     key = c.assigned_name(node)
     if key is not None and c.plan.reports and c.plan.reports[-1].node is node:
-        c.backend_values.append((key, c.plan.reports[-1]))
+        c.state(Backends).values.append((key, c.plan.reports[-1]))
 
 
 @on(cst.Comparison)
@@ -158,8 +164,8 @@ def _visit_comparison(c: FileCheck, node: cst.Comparison) -> None:
 
 @on_finish
 def _backends_reached(c: FileCheck) -> None:
-    for name, r in c.backend_values:
-        if name in c.backend_names and r.replacement is not None:
+    for name, r in c.state(Backends).values:
+        if name in c.state(Backends).names and r.replacement is not None:
             r.fix = "safe"  # backend = "nccl" ... init_process_group(backend=backend)
             r.message = r.message.replace(" (a value held for later: check where it goes)", "")
 

@@ -15,29 +15,37 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import libcst as cst
 
 from opaudit.lint.walk import (
     FileCheck,
     dotted,
+    file_state,
     is_docstring,
     node_code,
     on,
     on_call,
     on_keyword,
     on_method,
-    on_start,
     on_string,
     string_leaves,
     string_value,
 )
 
 
-@on_start
-def _start(c: FileCheck, module: cst.Module, source: bytes) -> None:
-    c.cuda_sources = b".cu'" in source or b'.cu"' in source  # the file names a CUDA source file
-    c.extension_names = set()  # names bound to a module built from CUDA sources
+@file_state
+@dataclass
+class Extensions:
+    """What the file builds from CUDA sources."""
+
+    cuda_sources: bool = False  # the file names a CUDA source file
+    names: set[str] = field(default_factory=set)  # names bound to a module built from CUDA sources
+
+    @classmethod
+    def start(cls, c: FileCheck, module: cst.Module, source: bytes) -> Extensions:
+        return cls(cuda_sources=b".cu'" in source or b'.cu"' in source)
 
 
 @on_call("torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline")
@@ -46,14 +54,14 @@ def _load(c: FileCheck, node: cst.Call, q: str) -> None:
         cuda = any(a.keyword is not None and (a.keyword.value in ("extra_cuda_cflags", "cuda_sources") or (
             a.keyword.value == "with_cuda" and isinstance(a.value, cst.Name) and a.value.value == "True"))
             for a in node.args) or ".cu'" in node_code(node) or '.cu"' in node_code(node)
-        if cuda or c.cuda_sources:  # (sources held in a name: the file names .cu files)
+        if cuda or c.state(Extensions).cuda_sources:  # (sources held in a name: the file names .cu files)
             c.report(node, "OA802", c.rules["OA802"].summary, heuristic=not cuda)
             extension_name(c, node)
 
 
 @on(cst.Assign)
 def _visit_assign(c: FileCheck, node: cst.Assign) -> None:
-    if c.cuda_sources and isinstance(node.value, cst.Call) and len(node.targets) == 1 and (
+    if c.state(Extensions).cuda_sources and isinstance(node.value, cst.Call) and len(node.targets) == 1 and (
             ".cu'" in node_code(node.value) or '.cu"' in node_code(node.value)):
         extension_name(c, node.value, node)  # _plugin = get_plugin(sources=["bias_act.cpp", "bias_act.cu"])
 
@@ -67,7 +75,7 @@ def extension_name(c: FileCheck, call: cst.Call, assign: cst.Assign | None = Non
         return
     name = dotted(assign.targets[0].target)
     if name is not None:
-        c.extension_names.add(name)
+        c.state(Extensions).names.add(name)
 
 
 def extension_call(c: FileCheck, node: cst.CSTNode) -> bool:
@@ -76,7 +84,7 @@ def extension_call(c: FileCheck, node: cst.CSTNode) -> bool:
     if d is None or not isinstance(c.parent, cst.Call) or c.parent.func is not node:
         return False
     head = d.rsplit(".", 1)[0]
-    if head == d or head not in c.extension_names:
+    if head == d or head not in c.state(Extensions).names:
         return False
     c.report(node, "OA805", f"{c.rules['OA805'].summary}: `{d}`", heuristic=True)
     return True

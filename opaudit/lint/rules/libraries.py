@@ -16,19 +16,23 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import libcst as cst
 
 from opaudit.lint.rules.extensions import extension_name
-from opaudit.lint.walk import FileCheck, argument, dotted, imported_names, lookup, on, on_call, on_start, string_value
+from opaudit.lint.walk import FileCheck, argument, dotted, file_state, imported_names, lookup, on, on_call, string_value
 
 COMPILED_EXTENSION = re.compile(r"[A-Za-z]\w*_cuda(?:_\w+)?")
 
 
-@on_start
-def _start(c: FileCheck, module: cst.Module, source: bytes) -> None:
-    c.library_names = {}  # a name bound by importing a CUDA-only library -> its rule
+@file_state
+@dataclass
+class Libraries:
+    """The file's names bound by importing a CUDA-only library."""
+
+    names: dict[str, str] = field(default_factory=dict)  # name -> its rule
 
 
 @on(cst.Import, cst.ImportFrom)
@@ -112,7 +116,7 @@ def _remember_library_names(c: FileCheck, node: cst.Import | cst.ImportFrom) -> 
             continue
         asname = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else None
         bound = asname or (full.rsplit(".", 1)[-1] if isinstance(node, cst.ImportFrom) else full.split(".")[0])
-        c.library_names[bound] = code
+        c.state(Libraries).names[bound] = code
 
 
 @on_call("importlib.import_module")
@@ -129,7 +133,7 @@ def library_use(c: FileCheck, node: cst.CSTNode, q: str) -> bool:
     """A use of a name from a CUDA-only library (flash_attn_func(...), @triton.jit, tl.load, bnb.optim...):
     reported where it is used, since that is the code to port, unless a more specific rule owns it."""
     root = (dotted(node) or "").split(".")[0]
-    code = c.library_names.get(root)
+    code = c.state(Libraries).names.get(root)
     if code is None or lookup(c.api_exact, c.api_prefix, q) is not None:
         return False
     if not _runs_library_code(c, node, q):
@@ -152,7 +156,7 @@ def _library_decorated(c: FileCheck, above: list[cst.CSTNode]) -> bool:
         return False
     for d in func.decorators:
         target = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
-        if (dotted(target) or "").split(".")[0] in c.library_names:
+        if (dotted(target) or "").split(".")[0] in c.state(Libraries).names:
             return True
     return False
 

@@ -13,20 +13,28 @@ Examples: rules/catalogue.toml [OA101], [OA108], [OA109]; tests/lint/test_typed_
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import cache
 
 import libcst as cst
 
 from opaudit.lint.receivers import Receivers
 from opaudit.lint.rules.apis import rule_suggestion
-from opaudit.lint.walk import FileCheck, comma, dotted, expr, node_code, on_api, on_attribute, on_method, on_start
+from opaudit.lint.walk import FileCheck, comma, dotted, expr, file_state, node_code, on_api, on_attribute, on_method
 
 
-@on_start
-def _start(c: FileCheck, module: cst.Module, source: bytes) -> None:
-    c.defines_cuda_method = b"def cuda(" in source
-    c.own_is_cuda = _own_is_cuda(source)
-    c.receivers = Receivers(c, module, source)
+@file_state
+@dataclass
+class Tensors:
+    """What the file says of the receivers of `.cuda()` and `.is_cuda`."""
+
+    defines_cuda_method: bool  # a class of the file defines cuda()
+    own_is_cuda: frozenset[str]  # receivers whose .is_cuda the file sets itself
+    receivers: Receivers  # what receivers are known to be
+
+    @classmethod
+    def start(cls, c: FileCheck, module: cst.Module, source: bytes) -> Tensors:
+        return cls(b"def cuda(" in source, _own_is_cuda(source), Receivers(c, module, source))
 
 
 @on_method("cuda")
@@ -38,7 +46,7 @@ def _cuda(c: FileCheck, node: cst.Call, func: cst.Attribute) -> None:
         return  # torch.cuda() is no tensor method
     c.handled.add(id(func))
     new: cst.CSTNode | None = None
-    if c.defines_cuda_method:
+    if c.state(Tensors).defines_cuda_method:
         c.report(node, "OA101", "`.cuda()` moves a tensor or module to a CUDA device (a class in this file "
                  "defines its own cuda(): check which one this is)", heuristic=True)
         return
@@ -57,7 +65,7 @@ def _cuda(c: FileCheck, node: cst.Call, func: cst.Attribute) -> None:
         elif t.device:
             new = node.with_changes(func=func.with_changes(attr=cst.Name("to")),
                                     args=_with_first(cst.SimpleString(f'"{t.device}"'), keywords))
-    kind = c.receivers.kind(func.value, c.stack)
+    kind = c.state(Tensors).receivers.kind(func.value, c.stack)
     if kind:
         c.report(node, "OA101", f"`.cuda()` moves a tensor or module to a CUDA device (the receiver is {kind})",
                  new, fix="safe")
@@ -81,7 +89,8 @@ def _is_cuda(c: FileCheck, node: cst.Attribute) -> None:
         return
     if c.qualname(node.value) is not None:
         return  # a module attribute, not a tensor's
-    if c.own_is_cuda and dotted(node.value) in c.own_is_cuda or _self_of_own_class(c, node.value):
+    own = c.state(Tensors).own_is_cuda
+    if own and dotted(node.value) in own or _self_of_own_class(c, node.value):
         return  # the program's own flag (self.is_cuda = ...), not a tensor's
     if isinstance(c.parent, (cst.AssignTarget,)):
         return
@@ -91,7 +100,7 @@ def _is_cuda(c: FileCheck, node: cst.Attribute) -> None:
     elif c.acc is not None:  # False on a host without accelerator, as is_cuda was there
         new = cst.parse_expression(f'(x.device.type == getattr({c.acc}, "type", None))')
         new = new.with_changes(left=new.left.with_changes(value=new.left.value.with_changes(value=node.value)))  # type: ignore[attr-defined]
-    kind = c.receivers.kind(node.value, c.stack)
+    kind = c.state(Tensors).receivers.kind(node.value, c.stack)
     if kind and "nn.Module subclass" not in kind:  # (a class of the file may set an is_cuda of its own)
         c.report(node, "OA108", f"`.is_cuda` asks whether a tensor is on a CUDA device (the receiver is {kind})",
                  new, fix="safe")

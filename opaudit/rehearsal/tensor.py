@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from opaudit.fallback import memory
 from opaudit.fallback.choose import cpu_impl, op_name
 from opaudit.fallback.references import RehearsalLimit, limit_message
 from opaudit.fallback.roundtrip import argument, signature
 from opaudit.fallback.stats import user_line
+from opaudit.rehearsal import memory
 
 if TYPE_CHECKING:
-    from opaudit.fallback.simulator import Simulator
+    from opaudit.rehearsal.simulator import Simulator
 
 _CPU = torch.device("cpu")
 

@@ -16,14 +16,10 @@ import faulthandler
 import importlib
 from contextlib import nullcontext
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from opaudit.errors import InputError, OpauditError, UserCodeError, describe_exception, user_frames
 from opaudit.fallback.stats import Stats
-
-PARTIAL_STATS = "opaudit-fallback.partial.json"
-PARTIAL_AUDIT = "opaudit-audit.partial"  # .json, .html
 
 
 class RunFailed(UserCodeError):
@@ -35,33 +31,6 @@ class RunFailed(UserCodeError):
         super().__init__(message, details=details, hint=hint)
         self.stats = stats
         self.trace = trace
-
-
-def save_partial(e: RunFailed, stats_path: str | Path | None, *, html: bool = False) -> list[str]:
-    """Save what a failed run gathered: the statistics to ``stats_path``, else into a new temporary folder
-    (never the working folder), and, for a traced run, the audit so far beside them (JSON, and HTML with
-    ``html``). The written paths."""
-    import tempfile
-
-    from opaudit.report import write_reports
-
-    if stats_path is not None:
-        path = Path(stats_path)
-        folder = path.parent
-    else:
-        folder = Path(tempfile.mkdtemp(prefix="opaudit-run-"))
-        path = folder / PARTIAL_STATS
-    e.stats.save(path)
-    written = [str(path)]
-    if e.trace is not None:
-        from opaudit.auditing import audit
-
-        a = audit(e.trace, [e.stats.target], fallback=[e.stats])
-        outputs = {"json": str(folder / f"{PARTIAL_AUDIT}.json")}
-        if html:
-            outputs["html"] = str(folder / f"{PARTIAL_AUDIT}.html")
-        written += write_reports(a, outputs)
-    return written
 
 
 def check_reached(result: RunResult, *, allow_empty: bool = False) -> str | None:
@@ -97,7 +66,7 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     own package)."""
     from opaudit.fallback.live import FallbackFailed, install
     from opaudit.fallback.references import RehearsalLimit
-    from opaudit.fallback.simulator import SimulatedMissing, Simulator
+    from opaudit.rehearsal.simulator import SimulatedMissing, Simulator
     from opaudit.tracing.script import argv_and_path, locate, run_main
 
     if (simulate is None) == (fallback is None):

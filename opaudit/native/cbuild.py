@@ -1,5 +1,5 @@
-"""Building opaudit's C++ parts for the installed torch: the CUDA stand-in (standin/cuda.cpp), the rehearsal's device
-(fallback/device.cpp) and the tracer's recorder (tracing/recorder.cpp).
+"""Building opaudit's C++ parts for the installed torch: the CUDA stand-in (native/cuda.cpp), the rehearsal's device
+(native/device.cpp) and the tracer's recorder (native/recorder.cpp).
 
 Each part is compiled on first use with torch's extension builder into ``<cache>/<kind>/<torch version>-<key>`` in
 opaudit's cache (opaudit.tomlcache.cache_root; the temporary folder where the cache is off), or into the folder an
@@ -79,15 +79,14 @@ class Part:
             return None
 
 
-_HERE = Path(__file__).resolve().parent
-INCLUDE = _HERE / "native"  # the headers the parts share
+INCLUDE = Path(__file__).resolve().parent  # the parts' sources and the headers they share
 # what the two devices over host memory share
 _DEVICES = (INCLUDE / "dtype_bridge.h", INCLUDE / "host_alias.h", INCLUDE / "torch_compat.h")
-STAND_IN = Part("opaudit_cuda_stand_in", _HERE / "standin" / "cuda.cpp", "cuda-stand-in", "OPAUDIT_CUDA_STAND_IN_BUILD",
+STAND_IN = Part("opaudit_cuda_stand_in", INCLUDE / "cuda.cpp", "cuda-stand-in", "OPAUDIT_CUDA_STAND_IN_BUILD",
                 "opaudit's CUDA stand-in", 20, _DEVICES)
-TRACER = Part("opaudit_tracer", _HERE / "tracing" / "recorder.cpp", "tracer", "OPAUDIT_TRACER_BUILD",
+TRACER = Part("opaudit_tracer", INCLUDE / "recorder.cpp", "tracer", "OPAUDIT_TRACER_BUILD",
               "the tracer's C++ recorder", 30, (INCLUDE / "torch_compat.h",))
-REHEARSAL_DEVICE = Part("opaudit_rehearsal_device", _HERE / "fallback" / "device.cpp", "rehearsal-device",
+REHEARSAL_DEVICE = Part("opaudit_rehearsal_device", INCLUDE / "device.cpp", "rehearsal-device",
                         "OPAUDIT_REHEARSAL_DEVICE_BUILD", "the rehearsal's C++ device", 30,
                         _DEVICES)
 PARTS = (STAND_IN, TRACER, REHEARSAL_DEVICE)

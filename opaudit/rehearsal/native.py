@@ -12,7 +12,7 @@ The engine of a process is chosen once, when its first simulation sets the devic
 this one, unless ``$OPAUDIT_REHEARSAL_DEVICE=wrapper`` asks for the wrapper engine or the library cannot be built
 (no C++ compiler, not Linux: ``reason()`` says why, and the wrapper engine runs). The library is compiled on first
 use (about 30 s) into ``$OPAUDIT_REHEARSAL_DEVICE_BUILD``, else ``<cache>/rehearsal-device/<torch version>-<key>``
-in opaudit's cache, one build per torch installation, shared by processes under a lock (opaudit.cbuild).
+in opaudit's cache, one build per torch installation, shared by processes under a lock (opaudit.native.cbuild).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from typing import Any
 
 import torch
 
-from opaudit import cbuild
+from opaudit.native import cbuild
+from opaudit.tracing.device import count_wide
 
 PART = cbuild.REHEARSAL_DEVICE
 SOURCE, NAME = PART.source, PART.name
@@ -58,7 +59,12 @@ def load(note: Callable[[str], None] | None = None) -> Any:
         ext.intercept_composites()
         ext.set_kernel_ops(kernel_ops())  # CUDA's dtypes that the CPU kernels refuse run wide (native/dtype_bridge.h)
         ext.set_wide_ops(wide_ops())  # and float16 convolutions, whose CPU kernel is a slow reference path
+        count_wide(_bridged)  # what a trace on this device records of it (TraceMeta.simulated["bridged"])
     return ext
+
+
+def _bridged() -> list[tuple[str, str, int]]:
+    return [tuple(row) for row in ext.bridged()] if ext is not None else []
 
 
 def reason() -> str | None:
@@ -70,7 +76,7 @@ def is_device(t: Any) -> bool:
 
 
 def _name() -> str:
-    from opaudit.fallback.tensor import state
+    from opaudit.rehearsal.tensor import state
 
     return state.name
 
@@ -96,7 +102,7 @@ def host_tensor(args: tuple, device: bool = False) -> torch.Tensor | None:
 
 
 def device_index(args: Any, kwargs: dict[str, Any]) -> int:
-    from opaudit.fallback.tensor import state
+    from opaudit.rehearsal.tensor import state
 
     name = state.name
     for a in (*args, *kwargs.values()):
@@ -117,7 +123,7 @@ def run_native(func: Any, args: tuple, kwargs: dict[str, Any], host: frozenset[i
     has no kernel for it, opaudit's reference on CPU aliases of the device tensors."""
     from opaudit.fallback.choose import cpu_impl
     from opaudit.fallback.references import RehearsalLimit
-    from opaudit.fallback.tensor import limit_message_of
+    from opaudit.rehearsal.tensor import limit_message_of
 
     fn = cpu_impl(func)
     if fn is None:

@@ -1,4 +1,4 @@
-// The rehearsal's device in C++ (opaudit/fallback/native.py builds and loads it): a PrivateUse1 device
+// The rehearsal's device in C++ (opaudit/rehearsal/native.py builds and loads it): a PrivateUse1 device
 // whose tensors are real device tensors over host memory, and whose ops the target runs natively cost no
 // Python on their way.
 //
@@ -21,7 +21,7 @@
 #include "torch_compat.h"
 
 #include "dtype_bridge.h"
-#include "host_alias.h"
+#include "host_device.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
@@ -49,10 +49,10 @@
 namespace {
 
 constexpr c10::DeviceType kDev = c10::DeviceType::PrivateUse1;
-constexpr int kMaxDevices = 16;
+using opaudit_host::kMaxDevices;
 std::atomic<int> device_count{1};
 thread_local c10::DeviceIndex cur_dev = 0;
-// the memory counters of one device index, in bytes, as a caching allocator's (opaudit/fallback/memory.py's
+// the memory counters of one device index, in bytes, as a caching allocator's (opaudit/rehearsal/memory.py's
 // model: freed blocks stay reserved until empty_cache; CUDA's memory_stats names in the Python module)
 struct Counts {
   int64_t allocated = 0, peak = 0, reserved = 0, peak_reserved = 0, allocations = 0, allocated_total = 0,
@@ -118,36 +118,27 @@ const bool alloc_registered [[maybe_unused]] = [] {
   return true;
 }();
 
-// -------------------------------------------------------------- device guard
-struct Guard final : c10::impl::DeviceGuardImplInterface {
-  c10::DeviceType type() const override { return kDev; }
-  c10::Device exchangeDevice(c10::Device d) const override { auto old = getDevice(); setDevice(d); return old; }
-  c10::Device getDevice() const override { return {kDev, cur_dev}; }
-  void setDevice(c10::Device d) const override {
-    TORCH_CHECK(d.type() == kDev, "not the simulated device: ", d);
-    if (d.index() < 0) return;
-    check_index(d.index());
-    cur_dev = d.index();
+// ------------------------------------------------------------ the device (host_device.h)
+struct Rehearsal {
+  static constexpr c10::DeviceType type = kDev;
+  static constexpr c10::DispatchKey key = c10::DispatchKey::PrivateUse1;
+  static constexpr const char* name = "the simulated device";
+  static at::Allocator* allocator() { return &host_allocator; }
+  static c10::DeviceIndex current() { return cur_dev; }
+  static bool valid(c10::DeviceIndex i) { return i >= 0 && i < device_count.load(); }
+  static void select(c10::DeviceIndex i) { check_index(i); cur_dev = i; }
+  static c10::DeviceIndex count() { return static_cast<c10::DeviceIndex>(device_count.load()); }
+  static void adopted(c10::DeviceIndex i, int64_t n) {
+    std::lock_guard<std::mutex> lock(memory_mutex);
+    memory[i].add(n);
   }
-  void uncheckedSetDevice(c10::Device d) const noexcept override {
-    if (d.index() >= 0 && d.index() < device_count.load()) cur_dev = d.index();
+  static void released(c10::DeviceIndex i, int64_t n) {
+    std::lock_guard<std::mutex> lock(memory_mutex);
+    memory[i].take(n);
   }
-  c10::Stream getStream(c10::Device d) const noexcept override { return c10::Stream(c10::Stream::DEFAULT, d); }
-  c10::Stream getDefaultStream(c10::Device d) const override { return getStream(d); }
-  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return getStream(d); }
-  c10::Stream getNewStream(c10::Device d, int) const OPAUDIT_OVERRIDE_2_4 { return getStream(d); }
-  c10::Stream exchangeStream(c10::Stream s) const noexcept override { return getStream(s.device()); }
-  c10::DeviceIndex deviceCount() const noexcept override { return device_count.load(); }
-  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
-  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
-  void block(void*, const c10::Stream&) const override {}
-  bool queryEvent(void*) const override { return true; }
-  bool queryStream(const c10::Stream&) const override { return true; }
-  void synchronizeStream(const c10::Stream&) const override {}
-  void synchronizeEvent(void*) const OPAUDIT_OVERRIDE_2_4 {}
-  void synchronizeDevice(const c10::DeviceIndex) const OPAUDIT_OVERRIDE_2_6 {}
-  double elapsedTime(void*, void*, const c10::DeviceIndex) const OPAUDIT_OVERRIDE_2_4 { return 0.0; }
 };
+using Host = opaudit_host::HostDevice<Rehearsal>;
+using Guard = opaudit_host::Guard<Rehearsal>;
 C10_REGISTER_GUARD_IMPL(PrivateUse1, Guard);
 
 // (the interface grew from torch 2.1 to 2.7: `override` only where the torch built against has the function,
@@ -184,59 +175,6 @@ const bool hooks_registered [[maybe_unused]] = [] {
   at::RegisterPrivateUse1HooksInterface(new Hooks());  // leaked on purpose
   return true;
 }();
-
-// ------------------------------------------------------------------- helpers
-at::Tensor as_cpu(const at::Tensor& t, bool resizable = false) { return opaudit_host::alias(t, kDev, resizable); }
-
-at::Tensor empty_memory_format(at::IntArrayRef size, c10::optional<at::ScalarType> dtype,
-                               c10::optional<at::Layout>, c10::optional<at::Device> device, c10::optional<bool>,
-                               c10::optional<at::MemoryFormat> fmt) {
-  c10::DeviceGuard g(device.value_or(c10::Device(kDev)));
-  return at::detail::empty_generic(size, &host_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                   c10::dtype_or_default(dtype), fmt);
-}
-
-at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, c10::optional<at::ScalarType> dtype,
-                         c10::optional<at::Layout>, c10::optional<at::Device> device, c10::optional<bool>) {
-  c10::DeviceGuard g(device.value_or(c10::Device(kDev)));
-  return at::detail::empty_strided_generic(size, stride, &host_allocator,
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                           c10::dtype_or_default(dtype));
-}
-
-const at::Tensor& device_resize(const at::Tensor& self, at::IntArrayRef size, c10::optional<at::MemoryFormat> fmt) {
-  c10::DeviceGuard g(self.device());
-  return at::native::resize_(self, size, fmt);
-}
-
-void sync_back(const at::Tensor& dev, const at::Tensor& alias, const void* orig_data) {
-  if (alias.storage().data() == orig_data) {
-    if (alias.sizes() != dev.sizes() || alias.strides() != dev.strides() ||
-        alias.storage_offset() != dev.storage_offset())
-      dev.unsafeGetTensorImpl()->set_sizes_and_strides(alias.sizes(), alias.strides(), alias.storage_offset());
-    return;
-  }
-  device_resize(dev, alias.sizes(), c10::nullopt);
-  as_cpu(dev).copy_(alias);
-}
-
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
-  TORCH_CHECK(self.device().type() == kDev || self.is_cpu(), "cannot copy from ", self.device());
-  TORCH_CHECK(dst.device().type() == kDev || dst.is_cpu(), "cannot copy to ", dst.device());
-  as_cpu(dst).copy_(as_cpu(self));
-  return dst;
-}
-
-at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
-  at::native::resize_output(dst, self.sizes());
-  return copy_from(self, dst, false);
-}
-
-at::Tensor& set_storage(at::Tensor& self, at::Storage src, int64_t offset, at::IntArrayRef size,
-                        at::IntArrayRef stride) {
-  c10::DeviceGuard g(self.device());
-  return at::native::set_storage_cpu_(self, std::move(src), offset, size, stride);
-}
 
 // ------------------------------------------------------------------- plans
 enum Kind : int { UNPLANNED = 0, NATIVE = 1, PYTHON = 2 };
@@ -298,65 +236,6 @@ void plan(const c10::OperatorHandle& op, Plan* p) {
 }
 
 // ---------------------------------------------------------------- NATIVE
-struct Arg { at::Tensor dev, cpu; const void* data; };
-
-// A CPU kernel's fresh result adopted as device memory, without a copy: the device storage holds the CPU
-// storage, and counts its bytes as the allocator does (a copy into the device's own allocation cost as much
-// as an elementwise op again: ResNet-50's forward pass ran 1.13 to 1.18x eager, a copy per op result).
-struct Adopted {
-  c10::Storage keep;
-  int64_t nbytes;
-  c10::DeviceIndex index;
-};
-
-void release_adopted(void* ctx) {
-  auto* a = static_cast<Adopted*>(ctx);
-  {
-    std::lock_guard<std::mutex> lock(memory_mutex);
-    memory[a->index].take(a->nbytes);
-  }
-  delete a;
-}
-
-at::Tensor adopt(const at::Tensor& t, c10::Device device) {
-  const auto& st = t.storage();
-  const auto n = static_cast<int64_t>(st.nbytes());
-  const auto index = device.has_index() ? device.index() : cur_dev;
-  auto* ctx = new Adopted{st, n, index};
-  {
-    std::lock_guard<std::mutex> lock(memory_mutex);
-    memory[index].add(n);
-  }
-  at::DataPtr ptr(const_cast<void*>(st.data()), ctx, &release_adopted, c10::Device(kDev, index));
-  auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), n, std::move(ptr),
-                                                    &host_allocator, /*resizable=*/true);
-  auto out = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(std::move(impl)),
-                                                      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), t.dtype());
-  out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-  return out;
-}
-
-at::Tensor to_device(const at::Tensor& t, const std::vector<Arg>& args, c10::Device device) {
-  if (!t.defined() || !t.is_cpu()) return t;
-  for (const auto& a : args)
-    if (t.unsafeGetTensorImpl() == a.cpu.unsafeGetTensorImpl()) return a.dev;
-  for (const auto& a : args)
-    if (t.storage().is_alias_of(a.cpu.storage()) && t.storage().data() == a.data && t.dtype() == a.dev.dtype())
-      return at::native::as_strided_tensorimpl(a.dev, t.sizes(), t.strides(), t.storage_offset());
-  // a result that owns its memory alone (not a view of a host argument): adopted as it is
-  if (t.layout() == at::kStrided && !t.is_quantized() && t.has_storage() && t.storage().use_count() == 1 &&
-      t.storage().data() != nullptr)
-    return adopt(t, device);
-  c10::DeviceGuard g(device);
-  if (t.numel() == 0)  // (batch norm's saved statistics in eval): nothing to copy
-    return empty_strided(t.sizes(), t.strides(), t.scalar_type(), c10::nullopt, device, c10::nullopt);
-  auto out = t.is_non_overlapping_and_dense()
-      ? empty_strided(t.sizes(), t.strides(), t.scalar_type(), c10::nullopt, device, c10::nullopt)
-      : empty_memory_format(t.sizes(), t.scalar_type(), c10::nullopt, device, c10::nullopt, c10::nullopt);
-  as_cpu(out).copy_(t);
-  return out;
-}
-
 bool is_host_tensor(const c10::IValue& v) {
   if (!v.isTensor()) return false;
   const auto& t = v.toTensor();
@@ -395,62 +274,14 @@ std::pair<bool, bool> placement(const c10::FunctionSchema& schema, const torch::
 }
 
 void run_native(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stack* stack) {
-  const auto& schema = op.schema();
-  const size_t nargs = schema.arguments().size(), base = stack->size() - nargs;
-  std::vector<Arg> args;
-  c10::Device device(kDev, cur_dev);
-  bool have_device = false, to_host = false;
-  auto convert = [&](const at::Tensor& t, bool write) -> at::Tensor {
-    if (!t.defined() || t.device().type() != kDev) return t;
-    if (!have_device) { device = t.device(); have_device = true; }
-    TORCH_CHECK(t.device() == device, "Expected all tensors to be on the same device, but found at least two "
-                "devices, ", device, " and ", t.device(), "! (", op.operator_name().name, ")");
-    auto c = as_cpu(t, write);
-    args.push_back({t, c, c.storage().data()});
-    return c;
-  };
-  for (size_t i = 0; i < nargs; ++i) {
-    auto& v = (*stack)[base + i];
-    const auto* ai = schema.arguments()[i].alias_info();
-    const bool write = ai && ai->isWrite();
-    if (v.isTensor()) {
-      v = convert(v.toTensor(), write);
-    } else if (v.isTensorList()) {
-      auto list = v.toTensorList();
-      for (size_t j = 0; j < list.size(); ++j) list.set(j, convert(list.get(j), write));
-      v = list;
-    } else if (v.isOptionalTensorList()) {
-      auto list = v.toOptionalTensorList();
-      for (size_t j = 0; j < list.size(); ++j) {
-        c10::optional<at::Tensor> t = list.get(j);
-        if (t) list.set(j, convert(*t, write));
-      }
-      v = list;
-    } else if (v.isDevice()) {
-      if (v.toDevice().type() == kDev) {
-        if (!have_device) {
-          device = v.toDevice().has_index() ? v.toDevice() : c10::Device(kDev, cur_dev);
-          have_device = true;
-        }
-        v = c10::Device(at::kCPU);
-      } else if (v.toDevice().is_cpu()) {
-        to_host = true;  // a copy to the host (.cpu()): its results stay there
-      }
-    }
-  }
-  if (!have_device) device = c10::Device(kDev, cur_dev);
+  auto call = Host::host_arguments(op, stack);
   if (op.operator_name().name == "aten::convolution_overrideable") {
     static auto conv = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
     conv.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   } else {
     opaudit_bridge::run_cpu(op, stack, c10::DispatchKeySet(c10::DispatchKey::CPU));
   }
-  for (const auto& a : args)
-    if (a.cpu.unsafeGetTensorImpl()->storage().resizable()) sync_back(a.dev, a.cpu, a.data);
-  if (to_host) return;
-  opaudit_host::map_results(stack, schema.returns().size(), [&](const at::Tensor& t, size_t r) {
-    return plan.host_results & (1u << r) ? t : to_device(t, args, device);  // (a result made on the host stays)
-  });
+  Host::device_results(op, stack, call, plan.host_results);
 }
 
 // ---------------------------------------------------------------- PYTHON
@@ -598,10 +429,6 @@ void dispatch(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::St
 }
 
 // ------------------------------------------------------- counted infrastructure
-at::Tensor strided_view(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
-                       c10::optional<int64_t> offset) {
-  return at::native::as_strided_tensorimpl(self, size, stride, offset);
-}
 at::Tensor view_(const at::Tensor& self, c10::IntArrayRef size) { return at::native::view(self, size); }
 at::Tensor reshape_alias_(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
   return at::native::_reshape_alias(self, size, stride);
@@ -610,26 +437,27 @@ at::Tensor reshape_alias_(const at::Tensor& self, c10::IntArrayRef size, c10::In
 // the dispatcher, which would count that overload too, where a trace of the same code has only this one
 at::Tensor& set_source_storage(at::Tensor& self, at::Storage src) {
   const auto n = static_cast<int64_t>(src.nbytes() / self.dtype().itemsize());
-  return set_storage(self, std::move(src), 0, {n}, {});
+  return Host::set_storage(self, std::move(src), 0, {n}, {});
 }
 
-#define WRAP(I, NAME, RET, PARAMS, ARGS) \
-  RET NAME##_counted PARAMS { if (counting.load(std::memory_order_relaxed)) ++infra_calls[I]; return NAME ARGS; }
+#define WRAP(I, NAME, FN, RET, PARAMS, ARGS) \
+  RET NAME##_counted PARAMS { if (counting.load(std::memory_order_relaxed)) ++infra_calls[I]; return FN ARGS; }
 
-WRAP(0, empty_memory_format, at::Tensor,
+WRAP(0, empty_memory_format, Host::empty_memory_format, at::Tensor,
      (at::IntArrayRef s, c10::optional<at::ScalarType> d, c10::optional<at::Layout> l, c10::optional<at::Device> v,
       c10::optional<bool> p, c10::optional<at::MemoryFormat> f), (s, d, l, v, p, f))
-WRAP(1, empty_strided, at::Tensor,
+WRAP(1, empty_strided, Host::empty_strided, at::Tensor,
      (at::IntArrayRef s, at::IntArrayRef st, c10::optional<at::ScalarType> d, c10::optional<at::Layout> l,
       c10::optional<at::Device> v, c10::optional<bool> p), (s, st, d, l, v, p))
-WRAP(2, strided_view, at::Tensor,
+WRAP(2, strided_view, Host::strided_view, at::Tensor,
      (const at::Tensor& t, c10::IntArrayRef s, c10::IntArrayRef st, c10::optional<int64_t> o), (t, s, st, o))
-WRAP(3, view_, at::Tensor, (const at::Tensor& t, c10::IntArrayRef s), (t, s))
-WRAP(4, reshape_alias_, at::Tensor, (const at::Tensor& t, c10::IntArrayRef s, c10::IntArrayRef st), (t, s, st))
-WRAP(5, device_resize, const at::Tensor&,
+WRAP(3, view_, view_, at::Tensor, (const at::Tensor& t, c10::IntArrayRef s), (t, s))
+WRAP(4, reshape_alias_, reshape_alias_, at::Tensor, (const at::Tensor& t, c10::IntArrayRef s, c10::IntArrayRef st),
+     (t, s, st))
+WRAP(5, device_resize, Host::resize, const at::Tensor&,
      (const at::Tensor& t, at::IntArrayRef s, c10::optional<at::MemoryFormat> f), (t, s, f))
-WRAP(6, set_source_storage, at::Tensor&, (at::Tensor& t, at::Storage s), (t, std::move(s)))
-WRAP(7, set_storage, at::Tensor&,
+WRAP(6, set_source_storage, set_source_storage, at::Tensor&, (at::Tensor& t, at::Storage s), (t, std::move(s)))
+WRAP(7, set_storage, Host::set_storage, at::Tensor&,
      (at::Tensor& t, at::Storage s, int64_t o, at::IntArrayRef sz, at::IntArrayRef st), (t, std::move(s), o, sz, st))
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -641,8 +469,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("resize_", device_resize_counted);
   m.impl("set_.source_Storage", set_source_storage_counted);
   m.impl("set_.source_Storage_storage_offset", set_storage_counted);
-  m.impl("_copy_from", copy_from);
-  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_copy_from", Host::copy_from);
+  m.impl("_copy_from_and_resize", Host::copy_from_and_resize);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
@@ -711,7 +539,7 @@ py::list take_counts() {
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "opaudit's rehearsal device (opaudit/fallback/native.py)";
+  m.doc() = "opaudit's rehearsal device (opaudit/rehearsal/native.py)";
   m.def("intercept_composites", &intercept_composites);
   m.def("set_kernel_ops", &opaudit_bridge::set_kernel_ops,
         "The ops whose CPU kernel refuses a CUDA call in words of its own (cuda_dtypes.toml [[kernel]]).");
@@ -724,11 +552,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "The dtypes (torch.dtype) the target cannot hold: calls with them go to the handler.");
   m.def("take_counts", &take_counts);
   m.def("run", &run_from_python, py::arg("op"), py::arg("host_results"), py::arg("args"), py::arg("kwargs"));
-  m.def("host_alias", [](const at::Tensor& t) { return as_cpu(t); },
+  m.def("host_alias", [](const at::Tensor& t) { return Host::as_cpu(t); },
         "A CPU tensor over a device tensor's memory (same sizes, strides and offset).");
   m.def("to_device", [](const at::Tensor& t, int index) {
     check_index(index);
-    return to_device(t, {}, c10::Device(kDev, static_cast<c10::DeviceIndex>(index)));
+    return Host::to_device(t, {}, c10::Device(kDev, static_cast<c10::DeviceIndex>(index)));
   }, "A copy of a CPU tensor on device `index` (a device tensor as it is).");
   m.def("memory", [](int i) {
     TORCH_CHECK(i >= 0 && i < kMaxDevices, "invalid device ordinal ", i);

@@ -1,4 +1,4 @@
-"""A CPU rehearsal of a target: ``with opaudit.fallback.simulate("ascend@2.6.0.post5"):``.
+"""A CPU rehearsal of a target: ``with opaudit.rehearsal.simulate("ascend@2.6.0.post5"):``.
 
 The simulated device is the target's (``npu:0``; PrivateUse1 renamed, as the vendor's plugin does), on one
 of two engines (native.py): a C++ device whose tensors are real device tensors over host memory, where an
@@ -34,16 +34,17 @@ import torch
 
 from opaudit import torchcompat
 from opaudit.errors import InputError
-from opaudit.fallback import memory, native
 from opaudit.fallback.choose import Chooser, cpu_impl, decomposing, decomposition, op_name, run_decomposition
-from opaudit.fallback.device import SimDevice
-from opaudit.fallback.device import enter as enter_device
 from opaudit.fallback.live import run_fallback
-from opaudit.fallback.paths import Detour, detours, limit, own_kernel_detours
 from opaudit.fallback.references import AS_GENERIC_PATH, RehearsalLimit
 from opaudit.fallback.roundtrip import argument, signature
 from opaudit.fallback.stats import OpStat, Stats, user_line, warn_at_user
-from opaudit.fallback.tensor import (
+from opaudit.matrix.registrations import read as read_registration
+from opaudit.rehearsal import memory, native
+from opaudit.rehearsal.device import SimDevice
+from opaudit.rehearsal.device import enter as enter_device
+from opaudit.rehearsal.paths import Detour, detours, limit, own_kernel_detours
+from opaudit.rehearsal.tensor import (
     Call,
     SimTensor,
     backend_kernel,
@@ -56,9 +57,9 @@ from opaudit.fallback.tensor import (
     run_plain,
     state,
 )
-from opaudit.matrix.registrations import read as read_registration
 from opaudit.tracing.branches import installed as installed_branches
 from opaudit.tracing.compiled import EagerCompile
+from opaudit.tracing.device import use_wrapper
 
 BUILTIN_TYPES = frozenset({"cpu", "cuda", "xpu", "mps", "xla", "hpu", "mtia", "maia", "meta", "ipu", "ve", "lazy",
                            "vulkan", "metal", "fpga", "mkldnn", "opengl", "opencl", "ideep", "hip"})
@@ -559,6 +560,7 @@ def setup_device(name: str) -> str:
             kernels.impl(op, functools.partial(backend_kernel, overload_), "PrivateUse1")
         _setup["kernels"] = kernels
         lib.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")  # (the C++ device registers its own)
+        use_wrapper(SimTensor)  # a recording hands the device's ops straight to it (tracing.device)
     state.name = name
     devices.clear()
     _setup.update(name=name, lib=lib, module=module, engine=engine)

@@ -329,7 +329,8 @@ def _start(tmpdir: Path, name: str, script: Path, argv: list[str], cwd: Path, ro
         env["PYTHONPATH"] = os.pathsep.join(str(_moved(Path(p), origin, root)) if p else p
                                             for p in env["PYTHONPATH"].split(os.pathsep))
     with open(log, "wb") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "opaudit.lint.verify_run", str(tmpdir / f"{name}.spec.json")],
+        spec = str(tmpdir / f"{name}.spec.json")
+        proc = subprocess.Popen([sys.executable, "-m", "opaudit.rehearsal.verify_run", spec],
                                 stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                 start_new_session=True)
     return _Child(proc, out, log, time.monotonic())

@@ -1,6 +1,6 @@
-"""One run of ``fix --verify`` in a process of its own: ``python -m opaudit.lint.verify_run SPEC.json``.
+"""One run of ``fix --verify`` in a process of its own: ``python -m opaudit.rehearsal.verify_run SPEC.json``.
 
-The parent (``opaudit.lint.verify``) runs a program twice, each in a fresh interpreter (a process
+The parent (``opaudit.rehearsal.verify``) runs a program twice, each in a fresh interpreter (a process
 simulates one device type, and the port's modules must not meet the original's in ``sys.modules``):
 
 - ``target`` null: the original, on the CPU (CUDA absent: the parent hides every GPU), as ``python
@@ -146,7 +146,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     script, argv = spec["script"], list(spec.get("argv", []))
     result: dict[str, Any] = {"target": target, "ok": False, "error": None, "details": None, "stats": None}
     if target is not None:
-        from opaudit.fallback import native
+        from opaudit.rehearsal import native
 
         if native.wanted():
             native.load()
@@ -164,7 +164,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                 with argv_and_path([shown, *argv], path0):
                     run_main(shown, False)
             else:
-                from opaudit.fallback.script import RunFailed, run_script
+                from opaudit.rehearsal.script import RunFailed, run_script
 
                 try:
                     done = run_script(script, argv, simulate=target, map_cuda=False)

@@ -31,12 +31,12 @@ import torch._utils
 import torch.serialization
 import torch.storage
 
-from opaudit.fallback.patches import Patches
 from opaudit.fallback.references import RehearsalLimit
-from opaudit.fallback.tensor import SimTensor, saving, state
+from opaudit.rehearsal.patches import Patches
+from opaudit.rehearsal.tensor import SimTensor, saving, state
 
 if TYPE_CHECKING:
-    from opaudit.fallback.simulator import Simulator
+    from opaudit.rehearsal.simulator import Simulator
 
 ANY = -1  # a device string without an index: the current device
 _loading: list[dict[int, tuple[Any, int]]] = []  # per torch.load in progress: id(CPU storage) -> (it, index)

@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from opaudit.fallback import checkpoint, memory
-from opaudit.fallback.patches import Patches
 from opaudit.fallback.stats import warn_at_user
-from opaudit.fallback.tensor import SimTensor, state
+from opaudit.rehearsal import checkpoint, memory
+from opaudit.rehearsal.patches import Patches
+from opaudit.rehearsal.tensor import SimTensor, state
 from opaudit.torchcompat import TensorBase
 
 if TYPE_CHECKING:
-    from opaudit.fallback.simulator import Simulator
+    from opaudit.rehearsal.simulator import Simulator
 
 TOTAL_MEMORY = 64 * 2**30  # what memory queries report as the device's size (no real device to ask)
 
@@ -142,7 +142,7 @@ class SimDevice(types.ModuleType):
 
     def __init__(self, name: str):
         super().__init__(f"torch.{name}")
-        self.__doc__ = f"the simulated {name} device (opaudit.fallback.simulator)"
+        self.__doc__ = f"the simulated {name} device (opaudit.rehearsal.simulator)"
         self.device_name = name
         self.amp = types.SimpleNamespace(autocast=self._autocast, GradScaler=self._grad_scaler)
 
@@ -428,9 +428,9 @@ def _importing() -> bool:
 
 def _surface(sim: Simulator) -> Callable[[], None]:
     """Stand-ins for the target's runtime names that ``fix`` writes and the device module does not answer
-    (torch.npu.matmul.allow_hf32, torch_npu.npu.mstx.range_push: fallback/surface.py, from rules/)."""
-    from opaudit.fallback.surface import install
+    (torch.npu.matmul.allow_hf32, torch_npu.npu.mstx.range_push: rehearsal/surface.py, from rules/)."""
     from opaudit.lint.catalogue import load_target, target_names
+    from opaudit.rehearsal.surface import install
 
     if sim.release.vendor not in target_names():
         return lambda: None
@@ -455,11 +455,11 @@ def _properties(module: SimDevice, fields: tuple[str, ...]) -> Any:
 
 
 def _legacy_types(sim: Simulator) -> Callable[[], None]:
-    """Typed tensor classes (fallback/legacy.py): the device's own (``torch.npu.FloatTensor``) where its plugin
+    """Typed tensor classes (rehearsal/legacy.py): the device's own (``torch.npu.FloatTensor``) where its plugin
     has them, and ``torch.cuda.FloatTensor`` and the others: on the device where ``cuda`` is mapped onto it and
     the plugin has typed classes; else refused in one line naming the target and the lint finding."""
-    from opaudit.fallback import legacy
     from opaudit.matrix.vendors import vendors
+    from opaudit.rehearsal import legacy
 
     known = vendors().get(sim.release.vendor)
     has = bool(known and known.legacy_types)

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from opaudit.fallback.patches import Patches
+from opaudit.rehearsal.patches import Patches
 
 # the typed classes of every backend, by name, and the dtype each holds (torch/csrc/tensor/python_tensor.cpp)
 DTYPES = {"FloatTensor": torch.float32, "DoubleTensor": torch.float64, "HalfTensor": torch.float16,

@@ -51,7 +51,7 @@ EXPLAINED = COMPOSITE_LEAVES | CHOICE_KERNELS | MODULE_TO
 # the recurrent choices run a loop of cells over ``input.unbind(0)`` (aten/src/ATen/native/RNN.cpp FullLayer),
 # on every path of device_selected.toml, which lists the cells' ops only
 CELL_LOOPS = frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu"})
-STAND_IN_KEY = "PrivateUse1"  # the rehearsal's device (as opaudit.fallback.paths)
+STAND_IN_KEY = "PrivateUse1"  # the rehearsal's device (as opaudit.rehearsal.paths)
 
 
 @dataclass
