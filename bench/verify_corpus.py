@@ -5,12 +5,18 @@ target's device with no CUDA left, and train as the original does on the CPU?
     python bench/verify_corpus.py --corpus /tmp/ext/rehearsal [--targets ascend musa] [--only ID ...] [--jobs 2]
                                   [--out bench/results/verify_corpus.json]
 
-The programs are the rehearsal corpus's (bench/rehearsal_corpus/corpus.toml: project, commit, files, arguments,
-a data recipe), extracted beforehand; nothing is fetched here, and none of them is in this repository. Each
-program and target gets a fresh copy of its folder with the recipe's synthetic data, and runs
-``opaudit fix --target T --unsafe-fixes --verify PROJECT -- SCRIPT ARGS PORT_ARGS`` in it (the whole extracted
-project is ported: a package the driver imports, such as minGPT's, is the program too). A program whose
-``requires`` cannot be imported here is listed as skipped. Writes JSON and a Markdown table beside it.
+    # the held-out set (bench/heldout_verify/programs.toml; README there): its own manifest and recipes
+    python bench/rehearsal_corpus/corpus.py --manifest bench/heldout_verify/programs.toml --mirrors M --out /tmp/ext/ho
+    python bench/verify_corpus.py --manifest bench/heldout_verify/programs.toml --corpus /tmp/ext/ho [--split heldout]
+
+The programs are a manifest's (default the rehearsal corpus's, bench/rehearsal_corpus/corpus.toml: project,
+commit, files, arguments, a data recipe), extracted beforehand; nothing is fetched here, and none of them is in
+this repository. Each program and target gets a fresh copy of its folder with the recipe's synthetic data, and
+runs ``opaudit fix --target T --unsafe-fixes --verify PROJECT -- SCRIPT ARGS PORT_ARGS`` in it (the whole
+extracted project is ported: a package the driver imports, such as minGPT's, is the program too). A program
+whose ``requires`` cannot be imported here is listed as skipped. A manifest may name a module of more data
+recipes (``recipes``), the results' name (``results``) and split its programs (``split = "dev"`` or
+``"heldout"``; ``--split`` runs one part). Writes JSON and a Markdown table beside it.
 """
 
 from __future__ import annotations
@@ -75,25 +81,44 @@ def verify_one(corpus: Path, prog: dict[str, Any], target: str, tmp: Path, timeo
     start = next((i for i, ln in enumerate(lines) if ln.startswith("verify ")), len(lines))
     report = [ln for ln in lines[start:] if not re.match(r"^\d+ files? changed", ln)]
     verdict = next((ln for ln in reversed(report) if ln.startswith("verify:")), "verify: no report")
+    losses = next((ln.strip() for ln in report if re.match(r"\s*(losses|no loss|the losses)", ln)), None)
+    left = [ln.strip() for ln in report if re.search(r"\S+\.py:\d+", ln) and not ln.startswith("verify ")]
     return {"id": prog["id"], "project": prog["project"], "script": prog["script"], "target": target, "rc": rc,
-            "passed": rc == 0, "seconds": seconds, "verdict": verdict, "report": report[:40]}
+            "passed": rc == 0, "seconds": seconds, "split": prog.get("split"), "category": prog.get("category"),
+            "style": prog.get("style"), "verdict": verdict, "losses": losses, "left": left[:20],
+            "report": report[:40]}
+
+
+def _short_losses(r: dict[str, Any]) -> str:
+    losses = r.get("losses") or next((ln.strip() for ln in r["report"] if "losses" in ln), "")
+    return "losses =" if losses.startswith("losses equal") else "losses differ" if "differ" in losses \
+        else "no loss to compare"
 
 
 def markdown(results: dict[str, Any]) -> str:
     rows = results["runs"]
     targets = results["targets"]
-    out = ["# fix --verify on public training programs", "",
+    manifest = results.get("manifest", "bench/rehearsal_corpus/corpus.toml")
+    out = [f"# {results.get('title', 'fix --verify on public training programs')}", "",
            f"opaudit {results['opaudit']}, torch {results['torch']}, Python {results['python']}; "
            f"{len({r['id'] for r in rows})} programs of {len({r['project'] for r in rows})} projects "
-           "(bench/rehearsal_corpus/corpus.toml, at the commits recorded there); "
+           f"({manifest}, at the commits recorded there); "
            "`opaudit fix --target T --unsafe-fixes --verify PROJECT -- SCRIPT ARGS` on a fresh copy of each.", ""]
-    for t in targets:
-        mine = [r for r in rows if r["target"] == t]
-        out.append(f"- {t}: {sum(r['passed'] for r in mine)}/{len(mine)} pass (exit 0: the port ran to its end on "
-                   "the device, no CUDA use left on the path that ran, trained where the original trains)")
+    if results.get("note"):
+        out += [results["note"], ""]
+    splits = [s for s in ("dev", "heldout") if any(r.get("split") == s for r in rows)] or [None]
+    for split in splits:
+        for t in targets:
+            mine = [r for r in rows if r["target"] == t and r.get("split") == split]
+            same = sum(r["passed"] and _short_losses(r) == "losses =" for r in mine)
+            out.append(f"- {split + ': ' if split else ''}{t}: {sum(r['passed'] for r in mine)}/{len(mine)} pass "
+                       "(exit 0: the port ran to its end on the device, no CUDA use left on the path that ran, "
+                       f"trained where the original trains); {same} of them with losses equal to the CPU run's")
     if results.get("skipped"):
         out.append("- skipped (a package they need does not import here): " + ", ".join(results["skipped"]))
-    out += ["", "| program | " + " | ".join(targets) + " |", "| --- | " + " | ".join("---" for _ in targets) + " |"]
+    tagged = any(r.get("split") for r in rows)
+    out += ["", "| program |" + (" split, category, style |" if tagged else "") + " " + " | ".join(targets) + " |",
+            "| --- |" + (" --- |" if tagged else "") + " " + " | ".join("---" for _ in targets) + " |"]
     for pid in dict.fromkeys(r["id"] for r in rows):
         cells = []
         for t in targets:
@@ -101,12 +126,11 @@ def markdown(results: dict[str, Any]) -> str:
             if r is None:
                 cells.append("")
                 continue
-            losses = next((ln.strip() for ln in r["report"] if "losses" in ln), "")
-            short = "losses =" if losses.startswith("losses equal") else "losses differ" if "differ" in losses \
-                else "no loss to compare"
-            cells.append(("pass" if r["passed"] else "FAIL: " + r["verdict"].removeprefix("verify: ")) + f", {short}")
+            cells.append(("pass" if r["passed"] else "FAIL: " + r["verdict"].removeprefix("verify: "))
+                         + f", {_short_losses(r)}")
         prog = next(x for x in rows if x["id"] == pid)
-        out.append(f"| {pid} ({prog['project']} {prog['script']}) | " + " | ".join(cells) + " |")
+        tag = f" {prog['split']}, {prog['category']}, {prog['style']} |" if prog.get("split") else ""
+        out.append(f"| {pid} ({prog['project']} {prog['script']}) |{tag} " + " | ".join(cells) + " |")
     out += ["", "## What each failing run names", ""]
     for r in rows:
         if not r["passed"]:
@@ -118,13 +142,25 @@ def markdown(results: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, required=True)
+    ap.add_argument("--manifest", type=Path, default=corpus_bench.manifest_mod.MANIFEST)
+    ap.add_argument("--split", choices=["dev", "heldout"], help="only the programs of this part of the manifest")
     ap.add_argument("--targets", nargs="+", default=["ascend", "musa"])
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300)
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "verify_corpus.json")
+    ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    programs = corpus_bench.manifest_mod.load_manifest()["program"]
+    manifest = corpus_bench.manifest_mod.load_manifest(args.manifest)
+    if manifest.get("recipes"):  # the manifest's own data recipes, beside the rehearsal corpus's
+        spec = importlib.util.spec_from_file_location("manifest_recipes", args.manifest.parent / manifest["recipes"])
+        assert spec is not None and spec.loader is not None
+        recipes = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(recipes)
+        recipes.register(corpus_bench.RECIPES)
+    out_path = args.out or ROOT / "bench" / "results" / f"{manifest.get('results', 'verify_corpus')}.json"
+    programs = manifest["program"]
+    if args.split:
+        programs = [p for p in programs if p.get("split") == args.split]
     if args.only:
         programs = [p for p in programs if p["id"] in args.only]
     skipped = [p["id"] for p in programs if any(importlib.util.find_spec(r) is None for r in p.get("requires", []))]
@@ -140,11 +176,27 @@ def main(argv: list[str] | None = None) -> int:
 
     import opaudit
 
-    results = {"opaudit": opaudit.__version__, "torch": torch.__version__, "python": platform.python_version(),
-               "targets": args.targets, "skipped": skipped, "runs": runs}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
-    args.out.with_suffix(".md").write_text(markdown(results))
+    # the checkout that ran, and whether opaudit's own files differed from that commit
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "opaudit", "rules", "coverage_db"],
+                           capture_output=True, text=True).stdout.split("\n")
+    results = {"opaudit": opaudit.__version__, "commit": head, "opaudit_changed": [ln[3:] for ln in dirty if ln],
+               "torch": torch.__version__, "python": platform.python_version(),
+               "manifest": os.path.relpath(args.manifest.resolve(), ROOT), "targets": args.targets,
+               "skipped": skipped, "runs": runs}
+    if manifest.get("title"):
+        results["title"] = manifest["title"]
+    if manifest.get("results_note"):
+        results["note"] = manifest["results_note"]
+    if (args.split or args.only) and out_path.is_file():  # a part rerun: the other programs' runs are kept
+        ran = {(r["id"], r["target"]) for r in runs}
+        runs[:0] = [r for r in json.loads(out_path.read_text())["runs"] if (r["id"], r["target"]) not in ran]
+    order = {p["id"]: i for i, p in enumerate(manifest["program"])}
+    runs.sort(key=lambda r: (order.get(r["id"], len(order)), args.targets.index(r["target"])
+                             if r["target"] in args.targets else 0))
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(results, indent=1) + "\n")
+    out_path.with_suffix(".md").write_text(markdown(results))
     for t in args.targets:
         mine = [r for r in runs if r["target"] == t]
         print(f"{t}: {sum(r['passed'] for r in mine)}/{len(mine)} pass")

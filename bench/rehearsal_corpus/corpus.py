@@ -1,12 +1,16 @@
 """Extract the rehearsal corpus (corpus.toml beside this file) from the projects' git repositories.
 
     python bench/rehearsal_corpus/corpus.py --mirrors /work/.mirror --out /work/ext/rehearsal
+    python bench/rehearsal_corpus/corpus.py --manifest bench/heldout_verify/programs.toml \
+        --mirrors /work/.mirror --out /work/ext/heldout [--clone]
 
-For each [[project]], reads ``<commit>:<file>`` of every listed file from a local clone with
-``git --git-dir`` and writes it to ``<out>/<owner>__<name>/<file>``. Clones are looked up as for the
-held-out lint set (bench/heldout/corpus.py): ``<mirrors>/<owner>+<name>/repo``, ``<mirrors>/<owner>+<name>``,
-``<mirrors>/<owner>/<name>.git`` or ``<mirrors>/<owner>/<name>``. Nothing of those projects is kept in this
-repository.
+For each [[project]] of the manifest, reads ``<commit>:<file>`` of every listed file (an entry ending in
+``/`` is every file under that folder) from a local clone with ``git --git-dir`` and writes it to
+``<out>/<owner>__<name>/<file>``. Clones are looked up as for the held-out lint set (bench/heldout/corpus.py):
+``<mirrors>/<owner>+<name>/repo``, ``<mirrors>/<owner>+<name>``, ``<mirrors>/<owner>/<name>.git`` or
+``<mirrors>/<owner>/<name>``; ``--clone`` makes a missing one with ``git clone --bare
+https://github.com/<owner>/<name> <mirrors>/<owner>+<name>`` first. Nothing of those projects is kept in
+this repository.
 """
 
 from __future__ import annotations
@@ -38,18 +42,35 @@ def project_dir(corpus: Path, project: str) -> Path:
     return corpus / project.replace("/", "__")
 
 
+def _files(git: Path, commit: str, entry: str) -> list[str]:
+    """The entry itself, or every file under it at the commit where it names a folder (ends in ``/``)."""
+    if not entry.endswith("/"):
+        return [entry]
+    listed = subprocess.run(["git", "--git-dir", str(git), "ls-tree", "-r", "--name-only", commit, "--", entry],
+                            capture_output=True, text=True)
+    return listed.stdout.split()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--manifest", type=Path, default=MANIFEST, help="the programs' manifest (default: corpus.toml)")
     ap.add_argument("--mirrors", type=Path, required=True, help="folder holding the projects' git clones")
     ap.add_argument("--out", type=Path, required=True, help="corpus folder to write")
+    ap.add_argument("--clone", action="store_true", help="clone a project missing under --mirrors from GitHub")
     args = ap.parse_args(argv)
     problems, written = [], 0
-    for proj in load_manifest()["project"]:
+    for proj in load_manifest(args.manifest)["project"]:
         git = _git_dir(args.mirrors, proj["name"])
+        url = f"https://github.com/{proj['name']}"
+        if git is None and args.clone:
+            dest = args.mirrors / proj["name"].replace("/", "+")
+            subprocess.run(["git", "clone", "--bare", "--quiet", url, str(dest)], check=False)
+            git = _git_dir(args.mirrors, proj["name"])
         if git is None:
-            problems.append(f"{proj['name']}: no clone under {args.mirrors}")
+            problems.append(f"{proj['name']}: no clone under {args.mirrors} (git clone --bare {url} "
+                            f"{args.mirrors / proj['name'].replace('/', '+')}, or --clone; commit {proj['commit']})")
             continue
-        for file in proj["files"]:
+        for file in (f for entry in proj["files"] for f in _files(git, proj["commit"], entry)):
             shown = subprocess.run(["git", "--git-dir", str(git), "show", f"{proj['commit']}:{file}"],
                                    capture_output=True)
             if shown.returncode:
