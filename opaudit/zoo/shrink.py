@@ -210,6 +210,14 @@ def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
     for k in _DIFFUSERS_HEADS:
         if _int(params.get(k)) and params[k] > 2:
             out[k] = 2
+            # the widths that are the attention's (heads x head size: a caption projection, a cross-attention
+            # width) follow it, so the sizes the class's parts name of each other stay equal
+            head = params.get("attention_head_dim")
+            if _int(head) and head > 0:
+                inner, smaller = params[k] * head, 2 * head
+                for name, v in params.items():
+                    if _int(v) and v == inner and name not in out and name not in _DIFFUSERS_LAYERS:
+                        out[name] = smaller
     blocks = params.get("block_out_channels")
     if isinstance(blocks, (list, tuple)) and blocks and all(_int(b) for b in blocks) and blocks[0] > 32 \
             and blocks[0] % 32 == 0:
