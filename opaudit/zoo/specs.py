@@ -931,6 +931,8 @@ def _timm(spec: str, build: bool) -> Named:
 
 
 def _diffusers(spec: str, build: bool) -> Named:
+    from opaudit.zoo import diffusion
+
     base, overrides = split_overrides(spec)
     name = base.removeprefix("diffusers:")
     try:
@@ -938,75 +940,36 @@ def _diffusers(spec: str, build: bool) -> Named:
     except ImportError:
         raise InputError(f"{spec}: diffusers is not installed", hint="pip install 'opaudit[diffusers]'") from None
     cls = getattr(diffusers, name, None)
-    if not (isinstance(cls, type) and hasattr(cls, "from_config") and hasattr(cls, "forward")):
+    if not (isinstance(cls, type) and issubclass(cls, diffusers.ModelMixin) and hasattr(cls, "forward")):
         models = [n for n in dir(diffusers) if n.endswith("Model")]
         close = difflib.get_close_matches(name, models, n=5, cutoff=0.6)
         raise InputError(f"{spec}: diffusers {diffusers.__version__} has no model class {name!r}",
                          hint=f"did you mean {', '.join(close)}?" if close else "e.g. diffusers:UNet2DModel")
-    defaults = {k: p.default for k, p in inspect.signature(cls).parameters.items()
-                if p.default is not inspect.Parameter.empty}
+    # a wrapper of several models (a multi-ControlNet) is configured as the one model it is built with
+    inner = diffusion.wrapped_class(cls)
+    defaults = diffusion.class_defaults(inner or cls)
     _check_keys(spec, defaults, overrides, name)
     params = {**defaults, **overrides}
     named = Named(spec, "diffusers", name, "", _hash(params, name, diffusers.__version__), params)
     if build:
-        named.make_model = lambda: cls(**overrides)
-        named.make_inputs = lambda: diffusers_inputs(cls, params)
+        make = diffusion.builder(cls, params, overrides)
+        built: dict[str, Any] = {}
+
+        def make_model() -> Any:
+            built["model"] = make()
+            return built["model"]
+
+        named.make_model = make_model  # the inputs are fitted to the model built last (dry runs on meta)
+        named.make_inputs = lambda: diffusion.diffusers_inputs(cls, params, built.get("model"), make)
     return named
 
 
-def diffusers_inputs(cls: Any, config: dict[str, Any]) -> dict[str, Any]:
-    """Keyword inputs for a diffusers model from its forward's parameter names and its configuration: the latents
-    (as frames where the class is a video model, as a sequence of tokens with their position ids where it takes
-    ``img_ids``), the timestep, the text's hidden states in the width the configuration names, pooled text
-    projections, a guidance scale, a ControlNet's conditioning image."""
-    import torch
+def diffusers_inputs(cls: Any, config: dict[str, Any], model: Any = None,
+                     make: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """Keyword inputs for a diffusers model class (:func:`opaudit.zoo.diffusion.diffusers_inputs`)."""
+    from opaudit.zoo.diffusion import diffusers_inputs as made
 
-    g = torch.Generator().manual_seed(0)
-    size = config.get("sample_size") or 32
-    h, w = _size(size, 32)
-    params = {k: p for k, p in inspect.signature(cls.forward).parameters.items()
-              if k != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
-    channels = int(config.get("in_channels") or 4)
-    patch = config.get("patch_size")
-    video = "3D" in cls.__name__ or (isinstance(patch, (list, tuple)) and len(patch) == 3)
-    packed = "img_ids" in params  # Flux-style: latents as tokens, each with its (frame, row, column) ids
-    axes = config.get("axes_dims_rope")
-    id_columns = len(axes) if isinstance(axes, (list, tuple)) and axes else 3
-    tokens, words = 16, 8
-    text = next((config[k] for k in ("cross_attention_dim", "joint_attention_dim", "text_dim", "caption_channels",
-                                     "text_embed_dim", "encoder_hid_dim") if config.get(k)), 768)
-    text = int(text[0] if isinstance(text, (list, tuple)) else text)
-    inputs: dict[str, Any] = {}
-    for name, p in params.items():
-        if name in ("sample", "hidden_states"):
-            if packed:
-                inputs[name] = torch.randn(BATCH, tokens, channels, generator=g)
-            elif video:
-                inputs[name] = torch.randn(BATCH, channels, 2, h, w, generator=g)
-            else:
-                inputs[name] = torch.randn(BATCH, channels, h, w, generator=g)
-        elif name in ("timestep", "timesteps"):
-            inputs[name] = torch.full((BATCH,), 10, dtype=torch.long)
-        elif name == "encoder_hidden_states":
-            inputs[name] = torch.randn(BATCH, words, text, generator=g)
-        elif name == "pooled_projections" and config.get("pooled_projection_dim"):
-            inputs[name] = torch.randn(BATCH, int(config["pooled_projection_dim"]), generator=g)
-        elif name == "img_ids":
-            inputs[name] = torch.zeros(tokens, id_columns)
-        elif name == "txt_ids":
-            inputs[name] = torch.zeros(words, id_columns)
-        elif name == "guidance" and config.get("guidance_embeds"):
-            inputs[name] = torch.full((BATCH,), 3.5)
-        elif name in ("encoder_attention_mask", "encoder_hidden_states_mask") and p.default is inspect.Parameter.empty:
-            inputs[name] = torch.ones(BATCH, words, dtype=torch.long)
-        elif name == "controlnet_cond":
-            cond = int(config.get("conditioning_channels") or 3)
-            scale = 2 ** max(0, len(config.get("block_out_channels") or ()) - 1)
-            inputs[name] = torch.randn(BATCH, cond, h * scale, w * scale, generator=g)
-        elif p.default is inspect.Parameter.empty:
-            raise InputError(f"opaudit cannot make the input {name!r} of diffusers' {cls.__name__}",
-                             hint="write a model file with get_model() and get_inputs() for it")
-    return inputs
+    return made(cls, config, model, make)
 
 
 __all__ = ["HEADS", "HEAD_ORDER", "Named", "all_specs", "default_head", "diffusers_inputs", "heads_of", "hf_inputs",

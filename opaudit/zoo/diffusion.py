@@ -1,0 +1,457 @@
+"""diffusers models by name: each class built from its signature and default configuration, its inputs made from
+that configuration and its forward's parameters.
+
+diffusers' model classes share no input convention: a UNet takes ``sample, timestep, encoder_hidden_states``, a
+video VAE its frames as ``(batch, channels, frames, height, width)``, an audio VAE a waveform, a Flux-style
+transformer its latents as a sequence of tokens with their position ids, a ControlNet a conditioning image, and
+many a second timestep, pooled text embeddings, sizes, masks or ids. The inputs are therefore made by role, from
+each parameter's name and annotation (:data:`ROLES`), as a few candidate layouts and widths read from the
+configuration, and the model picks among them by dry runs on meta tensors (no memory, no data): the first
+candidate of each input with which the forward runs (:func:`diffusers_inputs`).
+
+The constructor's required arguments come from the class itself: a wrapper of other models (``controlnets``,
+``adapters``) gets one model of the class its annotation (or its own name without ``Multi``) names, with that
+class's default configuration; a scalar the library's other classes give a default gets the value most of them
+give (:func:`_library_defaults`). What the signature cannot say (a default configuration the class itself
+refuses, a required value no class has a default for) is in :mod:`opaudit.zoo.diffusers_fixes`, each with why.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections import Counter
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from opaudit.errors import InputError
+
+BATCH = 2
+WORDS = 8  # text tokens
+TOKENS = 16  # latent tokens, where the latents are a sequence
+FRAMES = (2, 5, 1, 9, 8, 4)  # video frames to try: even for a temporal patch of 2, 1 + 4k for a causal VAE
+SAMPLES = (4096, 2048, 1024, 64)  # waveform samples to try (an audio VAE's hop length must divide them)
+OMIT = object()  # an optional input left out
+TRIES = 40  # dry runs at most, for a model's inputs (the same picks on any machine)
+
+# roles by parameter name: the first pattern that matches the whole name
+ROLES: tuple[tuple[str, str], ...] = (
+    (r"(img|txt)_ids", "ids_grid"),
+    (r"(controlnet_cond|control_context|controlnet_cond_image|control_image|cond_image|conditioning_image)", "cond"),
+    (r"(sample|hidden_states|x|z|latents?|z_latent|inputs_embeds|mel|"
+     r"(\w+_)?latents|input_img_latents|controls_latents)", "latent"),
+    (r"(timesteps?|t|timestep_(r|ratio|img|text|\d)|r_timestep|\w+_timesteps?|\w+_time|fps|seconds)", "time"),
+    (r"(\w+_)?(attention_mask|mask)", "mask"),
+    (r"(pooled_projections|pooled_text_emb|clip_text_pooled|text_embeds|image_embeds|proj_embedding|"
+     r"global_hidden_states|pooled_\w+|\w+_pooled)", "pooled"),
+    (r"(encoder_hidden_states(_\w+)?|\w+_hidden_states|hidden_states_\d|prompt_embeds|cap_feats|text_bth|\w+_embeds|"
+     r"encoder_hidden_states_t5)", "text"),
+    (r"(original_size|target_size|crop_coords|image_meta_size)", "size"),
+    (r"(\w+_)?(input_ids|token_ids?|tokens)", "ids"),
+    (r"(conditioning_scale|\w+_scale|scale)", "scale"),
+    (r"guidance", "guidance"),
+    (r"(controlnet_mode|control_mode)", "mode"),
+    (r"(img_shapes|\w+_shapes|video_fhw)", "shapes"),
+)
+
+# configuration fields that name a width of the text (or other condition) the model attends to, the likeliest first
+_TEXT_WIDTHS = ("cross_attention_dim", "joint_attention_dim", "text_dim", "caption_channels", "text_embed_dim",
+                "encoder_hid_dim", "text_hidden_dim", "context_dim", "text_states_dim", "caption_projection_dim",
+                "cap_feat_dim", "encoder_hidden_size", "text_encoder_dim", "condition_dim", "cond_dim")
+_POOLED_WIDTHS = ("pooled_projection_dim", "projection_dim", "clip_embeddings_dim", "embedding_dim",
+                  "image_embed_dim", "clip_text_pooled_dim", "text_embed_dim", "global_dim", "time_embed_dim")
+_CHANNELS = ("in_channels", "latent_channels", "num_channels", "audio_channels", "in_chans", "in_dim",
+             "input_channels", "channels", "out_channels")
+_SIZES = ("sample_size", "image_size", "input_size", "resolution")
+_VOCAB = ("vocab_size", "codebook_size", "num_vq_embeddings", "num_embeds", "num_embeddings", "n_vocab")
+
+
+# optional inputs given first: what a model is conditioned on (the forward mostly runs without, unconditioned)
+_GIVEN = ("text", "pooled", "ids_grid", "guidance", "latent", "cond", "shapes")
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def role(name: str) -> str | None:
+    for pattern, r in ROLES:
+        if re.fullmatch(pattern, name):
+            return r
+    return None
+
+
+# -- building ----------------------------------------------------------------------------------------------
+
+
+@cache
+def _library_defaults() -> dict[str, Any]:
+    """For each constructor parameter name of diffusers' model classes, the default most of them give it (a
+    required argument of one class is often a defaulted one of others: ``in_channels``, ``layers_per_block``)."""
+    import diffusers
+
+    from opaudit.zoo.specs import diffusers_classes
+
+    seen: dict[str, Counter[str]] = {}
+    values: dict[str, Any] = {}
+    for name in diffusers_classes():
+        try:
+            params = inspect.signature(getattr(diffusers, name).__init__).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        for p in params:
+            if p.default is inspect.Parameter.empty or p.default is None:
+                continue
+            key = repr(p.default)
+            seen.setdefault(p.name, Counter())[key] += 1
+            values[f"{p.name}\0{key}"] = p.default
+    return {n: values[f"{n}\0{c.most_common(1)[0][0]}"] for n, c in seen.items()}
+
+
+def wrapped_class(cls: type) -> type | None:
+    """The model class a wrapper of several (``controlnets``, ``adapters``) holds: the one its annotation names,
+    else the class of its own name without ``Multi`` (``FluxMultiControlNetModel``: ``FluxControlNetModel``)."""
+    import diffusers
+
+    params = inspect.signature(cls.__init__).parameters
+    p = next((p for k, p in params.items() if k in ("controlnets", "adapters", "models")), None)
+    if p is None:
+        return None
+    text = p.annotation if isinstance(p.annotation, str) else repr(p.annotation)
+    for found in re.findall(r"(\w+)'?\]", text) + re.findall(r"\.(\w+)\]", text):
+        inner = getattr(diffusers, found, None)
+        if isinstance(inner, type) and inner is not cls:
+            return inner
+    inner = getattr(diffusers, cls.__name__.replace("Multi", "", 1), None)
+    return inner if isinstance(inner, type) and inner is not cls else None
+
+
+def required_arguments(cls: type) -> dict[str, Any]:
+    """Values for the constructor's required arguments (not the wrapped models'): the table of
+    diffusers_fixes.REQUIRED for the class, else the default most of diffusers' classes give that name."""
+    from opaudit.zoo.diffusers_fixes import REQUIRED
+
+    table = REQUIRED.get(cls.__name__, {}).get("set", {})
+    found: dict[str, Any] = {}
+    for k, p in inspect.signature(cls.__init__).parameters.items():
+        if k == "self" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) or p.default is not inspect.Parameter.empty:
+            continue
+        if k in ("controlnets", "adapters", "models"):
+            continue
+        if k in table:
+            found[k] = table[k]
+        elif k in _library_defaults():  # read once, where a class needs it (it imports every model class)
+            found[k] = _library_defaults()[k]
+    return {**found, **{k: v for k, v in table.items() if k not in found}}
+
+
+def _builds(cls: type, kwargs: dict[str, Any]) -> bool:
+    import torch
+
+    try:
+        with torch.device("meta"):
+            cls(**kwargs)
+    except Exception:  # noqa: BLE001 - the answer
+        return False
+    return True
+
+
+@cache
+def filled_defaults(cls: type) -> dict[str, Any]:
+    """Where a class does not build with its own defaults because one it reads is None (``in_channels``,
+    ``patch_size``, ``num_kv_heads``), the fewest of its None defaults set to the value most of diffusers'
+    classes default that name to, so that it builds (on meta, no memory); ``{}`` where it builds as it is."""
+    from opaudit.zoo.diffusers_fixes import FIXES
+
+    given = {**required_arguments(cls), **FIXES.get(cls.__name__, {}).get("set", {})}
+    if _builds(cls, given):
+        return {}
+    common = _library_defaults()
+    nones = [k for k, p in inspect.signature(cls).parameters.items()
+             if p.default is None and k in common and k not in given]
+    fill: dict[str, Any] = {}
+    for k in nones:
+        fill[k] = common[k]
+        if _builds(cls, {**given, **fill}):
+            break
+    else:
+        return {}
+    for k in list(fill):  # the fewest: each fill the class builds without is dropped
+        trial = {x: v for x, v in fill.items() if x != k}
+        if _builds(cls, {**given, **trial}):
+            fill = trial
+    return fill
+
+
+def class_defaults(cls: type) -> dict[str, Any]:
+    """The configuration a class is built with when a spec sets nothing: its signature's defaults, the required
+    arguments made (:func:`required_arguments`), the fixes of its defaults (diffusers_fixes.FIXES) and the None
+    defaults it cannot build with filled (:func:`filled_defaults`)."""
+    from opaudit.zoo.diffusers_fixes import FIXES
+
+    defaults = {k: p.default for k, p in inspect.signature(cls).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    return {**defaults, **required_arguments(cls), **FIXES.get(cls.__name__, {}).get("set", {}),
+            **filled_defaults(cls)}
+
+
+def builder(cls: type, config: dict[str, Any], overrides: dict[str, Any]) -> Callable[[], Any]:
+    """A factory of the model: ``cls`` with the required arguments, the fixes and the overrides; a wrapper with one
+    model of the class it wraps, built so (the spec's overrides are that model's)."""
+    inner = wrapped_class(cls)
+    if inner is not None:
+        key = next(k for k in inspect.signature(cls.__init__).parameters if k in ("controlnets", "adapters", "models"))
+        make_inner = builder(inner, config, overrides)
+        return lambda: cls(**{key: [make_inner()]})
+    given = {k: v for k, v in config.items() if k in inspect.signature(cls).parameters}
+    fixed = {k: v for k, v in given.items() if k in overrides or k in _made(cls)}
+    return lambda: cls(**fixed)
+
+
+def _made(cls: type) -> set[str]:
+    from opaudit.zoo.diffusers_fixes import FIXES
+
+    return set(required_arguments(cls)) | set(FIXES.get(cls.__name__, {}).get("set", {})) | set(filled_defaults(cls))
+
+
+# -- inputs ------------------------------------------------------------------------------------------------
+
+
+def _config_ints(config: dict[str, Any], keys: tuple[str, ...], like: str = "") -> list[int]:
+    """The positive ints of ``keys`` the configuration sets (the first of a list), then those of every other key
+    holding one of ``like``'s words (``lyric`` of ``lyric_hidden_states``) and ending in a width's suffix."""
+    out: list[int] = []
+
+    def add(v: Any) -> None:
+        v = v[0] if isinstance(v, (list, tuple)) and v else v
+        if _int(v) and v > 0 and v not in out:
+            out.append(v)
+
+    words = [w for w in like.split("_") if w not in ("hidden", "states", "embeds", "encoder", "")]
+    for k in config:
+        if words and any(w in k for w in words) and k.endswith(("_dim", "_channels", "_size", "_features")):
+            add(config[k])
+    for k in keys:
+        add(config.get(k))
+    return out
+
+
+def _hw(config: dict[str, Any]) -> tuple[int, int]:
+    v = next((config[k] for k in _SIZES if config.get(k)), 32)
+    if isinstance(v, (list, tuple)):
+        v = v[-2:] if len(v) >= 2 else (v[0], v[0])
+        return int(v[0]), int(v[1])
+    return (int(v), int(v)) if _int(v) else (32, 32)
+
+
+def _video(cls: type, config: dict[str, Any]) -> bool:
+    patch = config.get("patch_size")
+    return bool(re.search(r"3D|Video|Temporal|Motion|Wan|Mochi|Cogvideo", cls.__name__, re.I)) or \
+        (isinstance(patch, (list, tuple)) and len(patch) == 3) or "patch_size_t" in config or \
+        "temporal_compression_ratio" in config
+
+
+def _audio(cls: type, config: dict[str, Any]) -> bool:
+    return bool(re.search(r"Audio|Oobleck|Music|Vocoder|1D", cls.__name__)) or "sampling_rate" in config \
+        or "audio_channels" in config
+
+
+def _candidates(name: str, p: inspect.Parameter, cls: type, config: dict[str, Any], params: dict[str, Any],
+                g: Any) -> list[Any]:
+    """The values ``name`` may take, the likeliest first; [] where opaudit knows no value of it."""
+    import torch
+
+    r = role(name)
+    h, w = _hw(config)
+    channels = _config_ints(config, _CHANNELS) or [4]
+    c = channels[0]
+    out: list[Any] = []
+    if r == "latent" and name not in ("sample", "hidden_states", "x", "z", "latents", "latent", "mel"):
+        # a second latent (context, condition, control): the main one's channels first
+        r = "latent"
+    if r == "latent":
+        packed = "img_ids" in params or "txt_ids" in params
+        image = [torch.randn(BATCH, ch, h, w, generator=g) for ch in channels[:3]]
+        video = [torch.randn(BATCH, c, f, h, w, generator=g) for f in FRAMES] + \
+            [torch.randn(BATCH, f, c, h, w, generator=g) for f in FRAMES[:3]]
+        widths = dict.fromkeys([*channels[:3], *_config_ints(config, _TEXT_WIDTHS)[:2]])
+        tokens = [torch.randn(BATCH, TOKENS, ch, generator=g) for ch in widths]
+        wave = [torch.randn(BATCH, ch, n, generator=g) for n in SAMPLES for ch in dict.fromkeys((1, 2, c))] + \
+            [torch.randn(BATCH, n, c, generator=g) for n in (64, 16)]
+        if packed:
+            out = tokens + image + video
+        elif _video(cls, config):
+            out = video + image + tokens
+        elif _audio(cls, config):
+            out = wave + tokens + image
+        else:
+            out = image + video + tokens + wave
+    elif r == "cond":
+        cond = int(config.get("conditioning_channels") or config.get("in_channels") or 3)
+        blocks = config.get("block_out_channels") or ()
+        scale = 2 ** max(0, len(blocks) - 1) if "sample" in params else 1
+        big = torch.randn(BATCH, cond, h * scale, w * scale, generator=g)
+        out = [big, *(_candidates("hidden_states", p, cls, config, params, g)[:8])]
+        if typing.get_origin(p.annotation) is list or "list" in str(p.annotation):
+            out = [[v] for v in out]
+    elif r == "time":
+        out = [torch.full((BATCH,), 10, dtype=torch.long), torch.full((BATCH,), 0.5),
+               torch.tensor(10), torch.full((BATCH, 1), 0.5)]
+        if not name.startswith("timestep") or name.endswith(("ratio", "_r")):
+            out = [out[1], out[0], out[3]]
+    elif r == "mask":
+        out = [torch.ones(BATCH, WORDS, dtype=torch.long), torch.ones(BATCH, WORDS, dtype=torch.bool)]
+        if "padding" in name or name in ("img_mask", "condition_mask"):
+            out = [torch.ones(BATCH, TOKENS, dtype=torch.bool), *out]
+    elif r == "text":
+        widths = _config_ints(config, _TEXT_WIDTHS, name) + [768, 4096]
+        lengths = [WORDS] + [v for k, v in config.items() if _int(v) and 0 < v <= 512 and re.search(
+            r"(text|caption|max)_(seq_)?len|sequence_length|text_tokens", k)]
+        out = [torch.randn(BATCH, n, d, generator=g) for d in dict.fromkeys(widths) for n in dict.fromkeys(lengths)]
+    elif r == "pooled":
+        widths = _config_ints(config, _POOLED_WIDTHS, name) + _config_ints(config, _TEXT_WIDTHS) + [768]
+        out = [torch.randn(BATCH, d, generator=g) for d in dict.fromkeys(widths)] + \
+            [torch.randn(BATCH, 1, d, generator=g) for d in dict.fromkeys(widths)]
+    elif r == "size":
+        out = [torch.tensor([[float(h * 8), float(w * 8)]] * BATCH), torch.zeros(BATCH, 2)]
+    elif r == "ids_grid":
+        axes = config.get("axes_dims_rope")
+        cols = len(axes) if isinstance(axes, (list, tuple)) and axes else 3
+        n = TOKENS if name == "img_ids" else WORDS
+        out = [torch.zeros(n, cols), torch.zeros(BATCH, n, cols)]
+    elif r == "ids":
+        vocab = next((int(config[k]) for k in _VOCAB if _int(config.get(k)) and config[k] > 1), 1000)
+        out = [torch.randint(0, vocab, (BATCH, WORDS), generator=g),
+               torch.randint(0, vocab, (BATCH, TOKENS), generator=g)]
+    elif r == "scale":
+        out = [[1.0], 1.0] if "list" in str(p.annotation) else [1.0, [1.0]]
+    elif r == "shapes":  # (frames, rows, columns) of each example's latent tokens: TOKENS of them
+        side = int(TOKENS ** 0.5)
+        out = [[[(1, side, side)]] * BATCH, [(1, side, side)] * BATCH]
+    elif r == "mode":
+        out = [torch.zeros(BATCH, dtype=torch.long), None]
+    elif r == "guidance" and (config.get("guidance_embeds") or p.default is inspect.Parameter.empty):
+        out = [torch.full((BATCH,), 3.5)]
+    return out
+
+
+def _params(cls: type) -> dict[str, inspect.Parameter]:
+    return {k: p for k, p in inspect.signature(cls.forward).parameters.items()
+            if k != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+
+
+class _Reach:
+    """Dry runs of a model on meta tensors: whether the forward ran, and how many ops it ran before it stopped
+    (a candidate input that gets further is the better one). The meta model is ``model``'s twin, or where it
+    cannot be copied (weight norm's computed weights), one that ``make`` builds on meta."""
+
+    def __init__(self, model: Any, make: Callable[[], Any] | None = None):
+        self.model, self.make = model, make
+        self._meta: Any = None
+        self.error = ""
+
+    def _twin(self) -> Any:
+        import torch
+
+        from opaudit.tracing.modes import twin
+
+        if self._meta is None:
+            try:
+                if all(p.device.type == "meta" for p in self.model.parameters()):
+                    self._meta = self.model
+                else:
+                    self._meta = twin(self.model, lambda t: t.to("meta"))
+            except Exception:
+                if self.make is None:
+                    raise
+                with torch.device("meta"):
+                    self._meta = self.make()
+        return self._meta
+
+    def reach(self, inputs: dict[str, Any]) -> tuple[bool | None, int]:
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        if self.model is None:
+            return None, 0
+        count = [0]
+
+        class Count(TorchDispatchMode):
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                count[0] += 1
+                return func(*args, **(kwargs or {}))
+
+        from torch.utils import _pytree as pytree
+
+        try:
+            model = self._twin()
+            meta = pytree.tree_map(lambda v: v.to("meta") if isinstance(v, torch.Tensor) else v, inputs)
+            with torch.no_grad(), Count():
+                model(**meta)
+        except Exception as e:  # noqa: BLE001 - a failure is the answer
+            self.error = f"{type(e).__name__}: {e}"
+            return (None if "meta" in str(e).lower() else False), count[0]
+        return True, count[0]
+
+
+def diffusers_inputs(cls: Any, config: dict[str, Any], model: Any = None,
+                     make: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """Keyword inputs for a diffusers model: for each parameter of its forward with a role (:data:`ROLES`), the
+    first of its candidate values with which ``model``'s forward runs on meta tensors (each input in turn, the
+    others at their current pick, until a round changes nothing); an optional input is left out where the
+    forward runs without it but not with it. A required parameter without a role is an InputError."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    inner = wrapped_class(cls)
+    params = _params(cls)
+    choices: dict[str, list[Any]] = {}
+    for name, p in params.items():
+        required = p.default is inspect.Parameter.empty
+        found = _candidates(name, p, inner or cls, config, params, g)
+        if inner is not None and found and name not in ("conditioning_scale",) and "list" in str(p.annotation) \
+                and not isinstance(found[0], list):
+            found = [[v] for v in found]
+        if not found:
+            if required:
+                raise InputError(f"opaudit cannot make the input {name!r} of diffusers' {cls.__name__}",
+                                 hint="write a model file with get_model() and get_inputs() for it")
+            else:
+                continue
+        if not required:  # an optional input: left out first, but the conditioning a model is made for
+            found = [*found, OMIT] if role(name) in _GIVEN else [OMIT, *found]
+        choices[name] = found
+    picks = {k: 0 for k in choices}
+
+    def inputs(at: dict[str, int]) -> dict[str, Any]:
+        return {k: choices[k][i] for k, i in at.items() if choices[k][i] is not OMIT}
+
+    probe = _Reach(model, make)
+    probe.reach(inputs(picks))  # once first: what a model computes on its first call only (caches) not counted
+    best = probe.reach(inputs(picks))
+    budget = TRIES
+    for _ in range(2):  # rounds: an input's pick can depend on another's
+        if best[0] is not False or budget <= 0:
+            break
+        changed = False
+        for k in choices:
+            for i in range(len(choices[k])):
+                if i == picks[k] or budget <= 0:
+                    continue
+                trial = {**picks, k: i}
+                got = probe.reach(inputs(trial))
+                budget -= 1
+                if got[0] is not False or got[1] > best[1]:  # it ran, or got further before it failed
+                    picks, best, changed = trial, got, True
+                    if got[0] is not False:
+                        break
+            if best[0] is not False:
+                break
+        if not changed:
+            break
+    return inputs(picks)
+
+
+__all__ = ["ROLES", "builder", "class_defaults", "diffusers_inputs", "required_arguments", "role", "wrapped_class"]
