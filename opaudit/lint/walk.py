@@ -238,6 +238,9 @@ class FileCheck:
         # per enclosing scope (function, lambda, comprehension, class body): the names it binds itself
         self.shadows: list[set[str]] = []
         self.scope_imports: list[set[str]] = []  # per entry of shadows: the names its own imports bind
+        # per entry of shadows: what its imports bound so far (the module's is `imports`): a function's or class
+        # body's import binds in that scope only, not for the rest of the file
+        self.scope_tables: list[dict[str, Imported]] = [self.imports]
         self.class_scopes: set[int] = set()  # ids of the entries of shadows that are class bodies
         # every scope's entry of shadows, kept until the file is done: name_key tells scopes apart by id(), which
         # Python reuses once an object is freed (a later function's `device` would be taken for an earlier one's)
@@ -301,21 +304,60 @@ class FileCheck:
         # a class body's names are not seen by the functions in it: only while it is the innermost scope
         hidden = None
         if len(self.shadows) > 1 and id(self.shadows[-1]) in self.class_scopes:
-            hidden = (self.shadows.pop(), self.scope_imports.pop())
-        names, imported = _local_names(node, deep=self.walrus)
+            hidden = (self.shadows.pop(), self.scope_imports.pop(), self.scope_tables.pop())
+        import_nodes: list[cst.Import | cst.ImportFrom] = []
+        names, imported = _local_names(node, deep=self.walrus, imports=import_nodes)
         self.shadows.append(names)
         self.scope_imports.append(imported)
+        self.scope_tables.append({})
+        for statement in import_nodes:  # as at module level: what the scope's imports bind, before the walk
+            self._bind(statement)  # reaches them (a nested def called later sees them), each rebinding in turn
         if isinstance(node, cst.ClassDef):
             self.class_scopes.add(id(names))
+        first = node.for_in if type(node) in _COMPREHENSION_TYPES else None  # type: ignore[attr-defined]
         for child in [inner] if inner is not None else children(node):
-            self.walk(child)
+            if child is first:
+                self._walk_first_for(child, hidden)
+            else:
+                self.walk(child)
         self.shadows.pop()
         self.scope_imports.pop()
+        self.scope_tables.pop()
         self.class_scopes.discard(id(names))
         self.scopes_seen.append(names)
         if hidden is not None:
             self.shadows.append(hidden[0])
             self.scope_imports.append(hidden[1])
+            self.scope_tables.append(hidden[2])
+
+    def _walk_first_for(self, node: cst.CompFor, hidden: tuple | None) -> None:
+        """A comprehension's first ``for``, as ``walk`` does it, but for its iterable, which Python evaluates in
+        the enclosing scope (``[x for x in t.cuda.streams]`` in a class body sees the class's ``t``)."""
+        handlers = NODES.get(cst.CompFor)
+        if handlers is not None:
+            self.current = node
+            for handler in handlers:
+                if handler(self, node):
+                    break
+        self.stack.append(node)
+        for child in children(node):
+            if child is not node.iter:
+                self.walk(child)
+                continue
+            own = (self.shadows.pop(), self.scope_imports.pop(), self.scope_tables.pop())
+            if hidden is not None:
+                self.shadows.append(hidden[0])
+                self.scope_imports.append(hidden[1])
+                self.scope_tables.append(hidden[2])
+            self.walk(child)
+            if hidden is not None:
+                self.shadows.pop()
+                self.scope_imports.pop()
+                self.scope_tables.pop()
+            self.shadows.append(own[0])
+            self.scope_imports.append(own[1])
+            self.scope_tables.append(own[2])
+        self.stack.pop()
 
     @property
     def parent(self) -> cst.CSTNode | None:
@@ -422,14 +464,16 @@ class FileCheck:
 
     # -- imports and names -------------------------------------------------------------------------
     def _bind(self, node: cst.Import | cst.ImportFrom) -> None:
+        """Record what an import binds, in the table of the scope it runs in (the module's before the walk)."""
         if isinstance(node, cst.Import):
             for alias in node.names:
                 full = dotted(alias.name) or ""
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                    self.imports[alias.asname.name.value] = Imported(full, full, None, alias.asname.name.value)
+                    self._table(alias.asname.name.value)[alias.asname.name.value] = \
+                        Imported(full, full, None, alias.asname.name.value)
                 else:
                     root = full.split(".")[0]
-                    self.imports.setdefault(root, Imported(root, full, None, None))
+                    self._table(root).setdefault(root, Imported(root, full, None, None))
             return
         if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
             return
@@ -437,20 +481,33 @@ class FileCheck:
         for alias in node.names:
             name = dotted(alias.name) or ""
             asname = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else None
-            self.imports[asname or name] = Imported(f"{module}.{name}", module, name, asname)
+            self._table(asname or name)[asname or name] = Imported(f"{module}.{name}", module, name, asname)
+
+    def _table(self, name: str) -> dict[str, Imported]:
+        """The import table a binding of ``name`` goes to: the innermost scope's, or the module's where that scope
+        declares the name global (``global cuda`` then ``from torch import cuda`` in a function)."""
+        if len(self.scope_tables) == 1 or name in self.scope_imports[-1] or name in self.shadows[-1]:
+            return self.scope_tables[-1]
+        self.scope_imports[0].add(name)  # visible at module level from here on (the walk's order)
+        return self.imports
+
+    def _binding(self, root: str) -> Imported | None:
+        """The import ``root`` refers to here: that of the innermost scope binding it, None where that binding is
+        not an import (or the scope's import has not run yet)."""
+        for names, imported, table in zip(reversed(self.shadows), reversed(self.scope_imports),
+                                          reversed(self.scope_tables), strict=True):
+            if root in names:
+                return None  # a binding of an enclosing scope hides the import
+            if root in imported:
+                return table.get(root)
+        return None
 
     def qualname(self, node: cst.CSTNode) -> str | None:
         d = dotted(node)
         if d is None:
             return None
         root, _, rest = d.partition(".")
-        bound = None
-        for names, imported in zip(reversed(self.shadows), reversed(self.scope_imports), strict=True):
-            if root in names:
-                break  # a binding of an enclosing scope hides the import
-            if root in imported:
-                bound = self.imports.get(root)
-                break
+        bound = self._binding(root)
         if self.trace is not None:
             first = node
             while type(first) is cst.Attribute:
@@ -467,7 +524,7 @@ class FileCheck:
         that bound the old name is scheduled for removal once unused."""
         d = dotted(node) or ""
         root = d.split(".")[0]
-        bound = self.imports.get(root)
+        bound = self._binding(root)
         if bound is not None and new.startswith(bound.qualname + ".") and (bound.qualname != "torch" or not any(
                 new.startswith(m + ".") for m in EXPLICIT_IMPORTS)):
             return expr(root + new[len(bound.qualname):])  # through the name the file already has
@@ -579,17 +636,20 @@ def _path(top: cst.CSTNode | None, node: cst.CSTNode) -> list[cst.CSTNode]:
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef, *_COMPREHENSIONS)
-_SCOPE_TYPES = frozenset(_SCOPES)  # type(node) in a set: isinstance on LibCST's ABCs is slow
+_SCOPE_TYPES = frozenset(_SCOPES)
+_COMPREHENSION_TYPES = frozenset(_COMPREHENSIONS)  # type(node) in a set: isinstance on LibCST's ABCs is slow
 _EXPRESSION_TYPES = frozenset(v for v in vars(cst).values()
                               if isinstance(v, type) and issubclass(v, cst.BaseExpression))
 _SCOPE_OR_SKIPPED = frozenset((cst.Lambda, *_COMPREHENSIONS, cst.Import, cst.ImportFrom))
 
 
-def _local_names(node: cst.CSTNode, *, deep: bool = True) -> tuple[set[str], set[str]]:
+def _local_names(node: cst.CSTNode, *, deep: bool = True,
+                 imports: list[cst.Import | cst.ImportFrom] | None = None) -> tuple[set[str], set[str]]:
     """The names a scope binds itself, which hide a module-level import of the same name inside it: a
     function's or lambda's parameters and whatever its body binds (assignments, loop, with and except
     targets, nested defs and classes, :=; not imports, and not names declared global or nonlocal); a
-    comprehension's loop targets; a class body's own bindings."""
+    comprehension's loop targets; a class body's own bindings. ``imports`` collects the scope's import
+    statements."""
     names: set[str] = set()
     imported: set[str] = set()
     if isinstance(node, (cst.FunctionDef, cst.Lambda)):
@@ -599,7 +659,7 @@ def _local_names(node: cst.CSTNode, *, deep: bool = True) -> tuple[set[str], set
             if isinstance(star, cst.Param):
                 names.add(star.name.value)
     if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-        bound, imported = _bindings([node.body], assignments=True, deep=deep)
+        bound, imported = _bindings([node.body], assignments=True, deep=deep, imports=imports)
         names |= bound
     elif isinstance(node, _COMPREHENSIONS):
         comp: cst.CompFor | None = node.for_in
@@ -640,13 +700,16 @@ def rebinds(function: cst.FunctionDef, name: str) -> bool:
     return name in _bindings([function.body], assignments=True)[0]
 
 
-def _bindings(body: Any, *, assignments: bool, deep: bool = True) -> tuple[set[str], set[str]]:
+def _bindings(body: Any, *, assignments: bool, deep: bool = True,
+              imports: list[cst.Import | cst.ImportFrom] | None = None) -> tuple[set[str], set[str]]:
     """The names the statements ``body`` bind in their own scope, nested scopes excluded: loop, with and
     except targets, defs, classes and := always; assignments when ``assignments``. Apart: the names its
-    imports bind. Without ``deep`` (no := in the file), expressions are not searched."""
+    imports bind (and, given ``imports``, the import statements, in source order). Without ``deep`` (no := in the
+    file), expressions are not searched."""
     out: set[str] = set()
     imported: set[str] = set()
     declared: set[str] = set()
+    found: list[cst.Import | cst.ImportFrom] = []
     todo: list[cst.CSTNode] = list(body)
     while todo:
         node = todo.pop()
@@ -659,8 +722,11 @@ def _bindings(body: Any, *, assignments: bool, deep: bool = True) -> tuple[set[s
         if kind in _BINDING_TYPES:
             _bind_names(node, out, declared, imported, assignments)
             if kind is cst.Import or kind is cst.ImportFrom:
+                found.append(node)  # type: ignore[arg-type]
                 continue
         todo.extend(children(node))
+    if imports is not None:
+        imports.extend(reversed(found))  # taken last first (a stack), and no import holds another: source order
     return out - declared, imported - declared
 
 
@@ -800,6 +866,37 @@ def _visit_string(c: FileCheck, node: cst.SimpleString) -> None:
     for handler in STRINGS:
         if handler(c, node, s):
             return
+
+
+# -- what the walk resolves, for checking it against another resolver -----------------------------------
+def resolved_chains(module: cst.Module, source: bytes = b"") -> list[tuple[cst.CSTNode, str | None]]:
+    """Every outermost Name / Attribute chain of ``module`` outside import statements (``torch.cuda.amp`` once,
+    not ``torch.cuda`` again), in walk order, with ``FileCheck.qualname`` as the walk computes it there: the same
+    traversal and scopes as a lint (no rule selected, so nothing is reported). A bare name in a binding position
+    (an assignment target, a parameter) is listed too; the caller tells those apart. bench/lint_scope.py and
+    tests/lint/test_scope_agreement.py hold it against LibCST's QualifiedNameProvider."""
+    from opaudit.lint.catalogue import load_catalogue, load_target
+
+    check = _ChainCheck(module, load_target("ascend"), load_catalogue(), frozenset(), "2.6", source)
+    check.walk(module)
+    return check.chains
+
+
+class _ChainCheck(FileCheck):
+    """The walk, noting the qualified name of each chain it enters (resolved_chains)."""
+
+    def __init__(self, *args: Any) -> None:
+        self.chains: list[tuple[cst.CSTNode, str | None]] = []
+        super().__init__(*args)
+
+    def walk(self, node: cst.CSTNode) -> None:
+        kind = type(node)
+        if kind is cst.Name or kind is cst.Attribute:
+            parent = self.stack[-1] if self.stack else None
+            if type(parent) is not cst.Attribute and not any(type(n) in (cst.Import, cst.ImportFrom)
+                                                               for n in self.stack):
+                self.chains.append((node, self.qualname(node)))
+        super().walk(node)
 
 
 # -- small helpers the families share ---------------------------------------------------------------
