@@ -106,6 +106,9 @@ class Target:
     surface: dict[str, str] = field(default_factory=dict)
     # the fields the device module's get_device_properties(...) answers in every release (empty: not known)
     device_properties: tuple[str, ...] = ()
+    # codes whose findings are info on this target: a CUDA setting that runs harmlessly there and has no twin to
+    # write (shown, never a reason for lint, fix or fix --verify to fail)
+    info: tuple[str, ...] = ()
 
     def api_replacement(self, qualname: str, min_torch: str) -> str | None:
         """What ``qualname`` (``torch.cuda.synchronize``) becomes here, or None when nothing does."""
@@ -255,7 +258,9 @@ def _load_target(key: str) -> Target:
     env = {k: (v[0], v[1]) if isinstance(v, list) else (v, "") for k, v in d.pop("env", {}).items()}
     surface = dict(d.pop("surface", {}))
     properties = tuple(d.pop("device_properties", ()))
+    info = tuple(d.pop("info", ()))
     if d.get("package") and d.get("module"):  # a vendor plugin's device module mirrors torch.cuda's
         mirror = load_toml("rules", "surface.toml")["mirror"]
         surface = {f"{d['module']}.{k}": v for k, v in mirror.items()} | surface
-    return Target(api=api, env=env, notes=d.pop("notes", {}), surface=surface, device_properties=properties, **d)
+    return Target(api=api, env=env, notes=d.pop("notes", {}), surface=surface, device_properties=properties,
+                  info=info, **d)

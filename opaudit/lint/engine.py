@@ -394,15 +394,16 @@ def fix_source(source: bytes, settings: Settings, path: str = "<stdin>") -> File
 
 def info_codes(settings: Settings) -> frozenset[str]:
     """The codes whose findings are ``info`` (shown, never a reason to exit 1): the catalogue's ``severity =
-    "info"`` rules, or the codes and prefixes ``[tool.opaudit] info`` names instead."""
-    return _info_codes(settings.info)
+    "info"`` rules and those the target's table names (``info``: a CUDA setting that is harmless there and has no
+    twin to write), or the codes and prefixes ``[tool.opaudit] info`` names instead."""
+    return _info_codes(settings.info, settings.target)
 
 
 @cache
-def _info_codes(chosen: tuple[str, ...] | None) -> frozenset[str]:  # (once per process, not per file)
+def _info_codes(chosen: tuple[str, ...] | None, target: str) -> frozenset[str]:  # (once per process, not per file)
     cat = load_catalogue()
     if chosen is None:
-        return frozenset(code for code, r in cat.rules.items() if r.severity == "info")
+        return frozenset(code for code, r in cat.rules.items() if r.severity == "info") | set(load_target(target).info)
     return frozenset(code for code in cat.rules if any(code.startswith(p.strip().upper()) for p in chosen))
 
 

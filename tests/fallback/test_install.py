@@ -403,12 +403,13 @@ def test_opaudit_run_fallback_imports_the_targets_plugin(testdev_built, tmp_path
     assert {"convolution_overrideable", "native_batch_norm"} <= {o["op"] for o in st["ops"]}
 
 
-@pytest.mark.parametrize("name,first", [("install", "current"), ("simulate", "Simulator")])
-def test_the_documented_functions_survive_an_import_of_their_module(name, first):
-    """``opaudit.fallback.install`` and ``.simulate`` are the documented functions whatever was used before
-    them: here another lazy name of the same submodule, whose import binds the package attribute of the
-    submodule's name (no device needed; no submodule is named after a function)."""
-    proc = run_python("documented_function.py", name, first, timeout=120)
+@pytest.mark.parametrize("package,name,first", [("fallback", "install", "current"),
+                                                 ("rehearsal", "simulate", "Simulator")])
+def test_the_documented_functions_survive_an_import_of_their_module(package, name, first):
+    """``opaudit.fallback.install`` and ``opaudit.rehearsal.simulate`` are the documented functions whatever was
+    used before them: here another lazy name of the same submodule, whose import binds the package attribute of
+    the submodule's name (no device needed; no submodule is named after a function)."""
+    proc = run_python("documented_function.py", package, name, first, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "function"
 

@@ -212,3 +212,17 @@ def test_info_findings_are_shown_and_never_fail(tmp_path):
     (tmp_path / "gpu.py").write_text("import torch\nx = torch.zeros(2).cuda()\n")
     code, _, _ = run_cli("lint", str(tmp_path / "gpu.py"), "-t", "ascend")
     assert code == 1  # a finding that is not info still fails
+
+
+def test_a_target_table_makes_a_harmless_setting_info_there_only(tmp_path):
+    """musa's table names OA604 (torch.backends.cuda.matmul.allow_tf32: a flag of PyTorch's global context,
+    harmless on a MUSA build, with no matmul twin in torch_musa) as info: lint and fix exit 0 on musa, while
+    ascend, whose table has a twin (torch.npu.matmul.allow_hf32), still reports it as a finding to fix."""
+    src = "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n"
+    (tmp_path / "train.py").write_text(src)
+    code, out, _ = run_cli("lint", str(tmp_path), "-t", "musa")
+    assert code == 0 and "OA604 info: " in out and "(1 info: no exit 1 for them)" in out
+    code, _, _ = run_cli("fix", str(tmp_path), "-t", "musa", "--unsafe-fixes")
+    assert code == 0 and (tmp_path / "train.py").read_text() == src
+    code, out, _ = run_cli("lint", str(tmp_path), "-t", "ascend")
+    assert code == 1 and "OA604 info" not in out and "OA604" in out

@@ -1,10 +1,10 @@
-"""``python documented_function.py NAME FIRST``: opaudit.fallback.NAME after opaudit.fallback.FIRST was used
-(tests/fallback/test_install.py): prints the type of opaudit.fallback.NAME."""
+"""``python documented_function.py PACKAGE NAME FIRST``: opaudit.PACKAGE.NAME after opaudit.PACKAGE.FIRST was used
+(tests/fallback/test_install.py): prints the type of opaudit.PACKAGE.NAME."""
 
+import importlib
 import sys
 
-import opaudit.fallback as fb
-
-name, first = sys.argv[1:3]
-getattr(fb, first)
-print(type(getattr(fb, name)).__name__)
+package, name, first = sys.argv[1:4]
+module = importlib.import_module(f"opaudit.{package}")
+getattr(module, first)
+print(type(getattr(module, name)).__name__)
