@@ -14,8 +14,8 @@ Three things happen, the two runs each in a process of its own (``verify_run``):
    nothing mapped from ``cuda``), as on a machine with the vendor's plugin and no CUDA.
 
 The port passes (``ok``) when it ran to its end, reached the target's device, left no CUDA use on the path
-that ran (a finding of lint on a line that ran; info findings do not count), and, where the original
-trains, stepped parameters on the device and moved them. Findings on lines the run never reached are
+that ran (a finding of lint on a line that ran; info findings and advice about the target do not count:
+``is_cuda_use``), and, where the original trains, stepped parameters on the device and moved them. Findings on lines the run never reached are
 listed, and do not fail it. The ops that would fall back or are missing come from the rehearsal's
 statistics; the losses are compared with the reference's, both runs seeded alike.
 """
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from opaudit.errors import InputError
+from opaudit.lint.catalogue import load_catalogue
 from opaudit.lint.engine import DEFAULT_EXCLUDE, VCS_DIRS, Run, Settings, run
 from opaudit.lint.findings import Finding
 
@@ -42,8 +43,16 @@ LINK_OVER = 8 << 20  # files over 8 MiB (data, checkpoints) are linked into a co
 RTOL = 1e-3  # losses that agree within this relative difference are equal (a device's own path for a GRU cell
 # or an attention differs from the CPU's in the last digits)
 # findings that name no CUDA API, device string or library, whose effect the rehearsal itself shows: `fused=True`
-# passed on to an optimizer (the fused kernel runs on the device, or the op statistics say it falls back)
+# passed on to an optimizer (the fused kernel runs on the device, or the op statistics say it falls back); and every
+# rule the catalogue scopes to some targets (`targets = [...]`): advice about that target (channels_last under
+# Ascend's auto-migration, OA613), not CUDA left in the port
 ADVICE = frozenset({"OA207"})
+
+
+def is_cuda_use(code: str) -> bool:
+    """Whether a finding of ``code`` left in a port is CUDA use (what fails ``fix --verify``), not advice."""
+    rule = load_catalogue().rules.get(code)
+    return code not in ADVICE and not (rule is not None and rule.targets)
 
 
 @dataclass
@@ -234,7 +243,7 @@ def verify(script: str, argv: list[str] | None, settings: Settings, *, paths: li
         v = Verification(vendor, str(script), list(argv or []), fixed, ref_result, port_result, device=device,
                          in_place=in_place, reference_argv=cpu_argv if cpu_argv != list(argv or []) else None)
         for f in left.findings:
-            if not f.blocking or f.code in ADVICE:
+            if not f.blocking or not is_cuda_use(f.code):
                 continue
             real = os.path.realpath(f.path)
             ran = ran_lines.get(real, set())

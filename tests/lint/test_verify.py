@@ -56,3 +56,24 @@ def test_bad_input_is_one_message(tmp_path):
     assert code == 2 and "run by --verify only" in err
     with pytest.raises(InputError, match="rehearses a vendor's device"):
         verify(str(PROGRAMS / "legacy" / "train.py"), [], Settings(target="neutral"))
+
+
+def test_advice_about_the_target_is_not_cuda_left(tmp_path):
+    """A finding the catalogue scopes to a target (OA613: channels_last under Ascend's auto-migration) names no
+    CUDA API, device string or library: lint shows it, and a port that runs on the device with it passes."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "model = torch.nn.Conv2d(3, 4, 3).cuda().to(memory_format=torch.channels_last)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for _ in range(2):\n"
+        "    x = torch.randn(2, 3, 8, 8).cuda().to(memory_format=torch.channels_last)\n"
+        "    loss = model(x).square().mean()\n"
+        "    print(f'loss {loss.item():.6f}')\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n")
+    v = verify(str(script), [], Settings(target="ascend", unsafe_fixes=True), in_place=False)
+    assert v.ok, "\n".join(v.lines())
+    assert {f.code for f in v.fixed.findings} >= {"OA613", "OA101"}  # shown, and not held against the port
+    assert not v.cuda_left and not v.not_reached
