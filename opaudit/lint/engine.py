@@ -102,6 +102,17 @@ def triggers(cat: Catalogue, selected: frozenset[str], target: Target) -> re.Pat
     return re.compile("|".join(re.escape(w) for w in sorted(words)).encode())
 
 
+def _calls_a_library(source: bytes, path: str, target: Target, selected: frozenset[str]) -> bool:
+    """OA715: a file with no trigger word may still call an installed package's function that picks CUDA (what it
+    imports from outside its project is looked up, the packages read once per process)."""
+    if "OA715" not in selected or target.keeps_cuda or b"import" not in source:
+        return False
+    from opaudit.lint.installed import may_call
+    from opaudit.lint.rules.libraries import project_modules
+
+    return may_call(source.decode("utf-8", "replace"), project_modules(path))
+
+
 # -- one file ------------------------------------------------------------------------------------------
 def _check(module: cst.Module, source: bytes, target: Target, cat: Catalogue, selected: frozenset[str],
            min_torch: str, path: str | None = None) -> Plan:
@@ -418,7 +429,7 @@ def _run(source: bytes, settings: Settings, path: str, *, fix: bool) -> FileResu
 def _run_rules(source: bytes, settings: Settings, path: str, *, fix: bool) -> FileResult:
     target, cat, selected = settings.resolved()
     result = FileResult(path, old=source if fix else None)
-    if not _triggers(settings).search(source):
+    if not _triggers(settings).search(source) and not _calls_a_library(source, path, target, selected):
         result.skipped = True
         if fix:
             result.new = source

@@ -9,7 +9,12 @@
   the code to port. Not: an annotation (unless a library decorator compiles the function), an
   availability test of the name, ``del``, or the library's pure-PyTorch reference of a kernel.
 
-Examples: rules/catalogue.toml [OA701] ... [OA714].
+- A call of an installed package's function or class that picks CUDA for its caller (OA715): a device string,
+  autocast's device type, ``pin_memory_device``, the NCCL backend as its default or in its body, read from the
+  package's source (opaudit/lint/installed.py). ``fix`` passes the parameter that controls it, with the target's
+  device; where none does, the finding says where the choice lives.
+
+Examples: rules/catalogue.toml [OA701] ... [OA715].
 """
 
 from __future__ import annotations
@@ -21,8 +26,24 @@ from functools import lru_cache
 
 import libcst as cst
 
+from opaudit.lint import installed
+from opaudit.lint.catalogue import version_at_least
 from opaudit.lint.rules.extensions import extension_name
-from opaudit.lint.walk import FileCheck, argument, dotted, file_state, imported_names, lookup, on, on_call, string_value
+from opaudit.lint.walk import (
+    FileCheck,
+    argument,
+    comma,
+    dotted,
+    equal,
+    expr,
+    file_state,
+    imported_names,
+    lookup,
+    on,
+    on_call,
+    on_call_prefix,
+    string_value,
+)
 
 COMPILED_EXTENSION = re.compile(r"[A-Za-z]\w*_cuda(?:_\w+)?")
 
@@ -58,10 +79,10 @@ def _named_like_an_extension(name: str) -> bool:
 def _compiled_extension(c: FileCheck, name: str) -> bool:
     """A compiled CUDA extension module by its name, unless the linted project has Python source of that
     name (its own ``ops_cuda.py``: a module that merely says what it is for)."""
-    return _named_like_an_extension(name) and name.split(".")[0] not in _project_modules(c.path)
+    return _named_like_an_extension(name) and name.split(".")[0] not in project_modules(c.path)
 
 
-def _project_modules(path: str | None) -> frozenset[str]:
+def project_modules(path: str | None) -> frozenset[str]:
     """The top-level modules the linted file's project has as Python source (``name.py``, a package folder
     ``name/__init__.py``) in the file's folder and the folders above it, up to the project's root (the
     first holding .git, pyproject.toml, setup.py or setup.cfg). Empty when the file is not on disk (stdin)."""
@@ -190,3 +211,78 @@ def _runs_library_code(c: FileCheck, node: cst.CSTNode, q: str) -> bool:
         child = parent
     return True
 
+
+# -- OA715: an installed package's function that picks CUDA for its caller -------------------------------
+@on_call_prefix("")
+def _library_device(c: FileCheck, node: cst.Call, q: str) -> None:
+    """A call of a function or class of an installed package (not torch, not the linted project, not a CUDA-only
+    library, which OA7xx reports already) whose default or body picks CUDA. No finding where the call passes every
+    parameter that controls the choice, or passes ``*args`` / ``**kwargs`` (what they hold is not known here)."""
+    if not c.on("OA715") or c.target.keeps_cuda:
+        return
+    root = q.partition(".")[0]
+    if installed.skipped(root) or root in project_modules(c.path) or _library_rule(c, q) is not None:
+        return
+    found = installed.callee(q)
+    if found is None or not found.choices:
+        return
+    passed = installed.passed_names(node, found)
+    if passed is None:
+        return
+    steered = [ch for ch in found.choices if ch.param is not None]
+    open_ = [ch for ch in steered if ch.param not in passed]
+    if steered and not open_:
+        return  # the caller already sets what picks the device
+    first: dict[str, installed.Choice] = {}  # parameter -> the choice it controls that says most (a default)
+    for ch in open_:
+        if ch.param not in first or ch.default and not first[ch.param].default:
+            first[ch.param] = ch  # type: ignore[index]
+    shown = [*first.values(), *(ch for ch in found.choices if ch not in first.values())]
+    where = "; ".join(ch.where() for ch in shown[:3]) + (f"; and {len(shown) - 3} more" if len(shown) > 3 else "")
+    summary = c.rules["OA715"].summary
+    if not first:
+        c.report(node, "OA715", f"{summary}: `{q}` at {where}; no argument of it changes that",
+                 suggestion=f"set the device around the call yourself, or patch {shown[0].path}:{shown[0].line} "
+                            f"to take it as an argument")
+        return
+    texts = {p: _argument_text(c, p, ch) for p, ch in first.items()}
+    names = ", ".join(f"`{p}`" for p in first)
+    message = f"{summary}: `{q}` at {where}; unless the call passes {names}"
+    if any(t is None for t in texts.values()):
+        c.report(node, "OA715", message, suggestion=f"pass {names} for the target's device")
+        return
+    args = list(node.args)
+    for p, text in texts.items():
+        new = cst.Arg(expr(text or ""), keyword=cst.Name(p), equal=equal())
+        if args and isinstance(args[-1].comma, cst.Comma):  # a trailing comma: the new argument takes it
+            new = new.with_changes(comma=args[-1].comma)
+            args[-1] = args[-1].with_changes(comma=args[-2].comma if len(args) > 1 else comma())
+        elif args:
+            args[-1] = args[-1].with_changes(comma=comma())
+        args.append(new)
+    safe = all(ch.default for ch in first.values())  # the parameter's default is the choice: passing it replaces it
+    c.report(node, "OA715", message, node.with_changes(args=args), fix=None if safe else "unsafe")
+
+
+def _argument_text(c: FileCheck, param: str, choice: installed.Choice) -> str | None:
+    """What the call passes for ``param`` on the target, in the form of the choice it replaces: a backend name, a
+    device string (its index kept), or ``torch.device(...)`` where the default is one. None: nothing here."""
+    t = c.target
+    value = choice.value or ""
+    if "nccl" in value.lower() or "backend" in param.lower():
+        if t.neutral:
+            if c.acc is None or not version_at_least(c.min_torch, "2.6"):
+                return None
+            c.need_import("torch.distributed")
+            return f"torch.distributed.get_default_backend_for_device({c.acc})"
+        return f'"{t.dist_backend}"' if t.dist_backend else None
+    made = re.search(r"\bdevice\(", value) is not None  # torch.device("cuda"): the function reads .type from it
+    if t.neutral:
+        if c.acc is None:
+            return None
+        return f"torch.device({c.acc_type})" if made else c.acc_type
+    index = re.search(r"cuda:(\d+)", value)
+    text = c.device_text(index.group(1) if index and "type" not in param else None)
+    if not text:
+        return None
+    return f'torch.device("{text}")' if made else f'"{text}"'
