@@ -666,22 +666,14 @@ def _backend_names(sim: Simulator) -> list[str]:
     return names
 
 
-class _Done(torch.distributed._Work if torch.distributed.is_available() else object):  # type: ignore[misc]
-    """A collective of one rank: already complete, its result the tensors it was given."""
-
-    def __init__(self, result: Any):
-        super().__init__()
-        self.future: torch.futures.Future[Any] = torch.futures.Future()
-        self.future.set_result(result)
-
-    def wait(self, timeout: Any = None) -> bool:
-        return True
-
-    def is_completed(self) -> bool:
-        return True
-
-    def get_future(self) -> Any:
-        return self.future
+def _Done(result: Any) -> Any:  # noqa: N802 (it stands where a Work class is returned)
+    """A collective of one rank: a Work already complete, its result the tensors it was given. Made in C++ from a
+    completed future (``_create_work_from_future``): C++ callers (DDP's parameter check and its broadcasts) wait
+    on it there, and before torch 2.6 a Work subclassed in Python lost its Python half once returned to C++, so
+    that their wait never ended."""
+    future: torch.futures.Future[Any] = torch.futures.Future()
+    future.set_result(result)
+    return torch._C._distributed_c10d._create_work_from_future(future)
 
 
 _ONE_RANK_BACKEND = types.SimpleNamespace(supports_splitting=False, supports_coalescing=False,

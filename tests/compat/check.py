@@ -52,6 +52,9 @@ def checks(have: tuple[int, int], work: Path) -> list[tuple[str, list[str], set[
          "Will it run?" if cuda else refused),
         ("run --simulate", ["run", "--simulate", "ascend", "--", *train], {0} if cuda else {2},
          "runs on the device" if cuda else refused),
+        # DDP of one rank: its C++ parameter check and broadcasts wait on the simulated group's collectives
+        ("run --simulate DDP", ["run", "--simulate", "ascend", "--", str(FIXTURES / "fallback" / "ddp_hccl.py")],
+         {0} if cuda else {2}, "world 1 backend hccl" if cuda else refused),
     ]
 
 
