@@ -233,6 +233,38 @@ def lint_parse() -> Bench:
     return b
 
 
+def lint_scope() -> Bench:
+    d = load("lint_scope.json")
+    a, t = d["agreement"], d["time"]
+    n = a["counts"]
+    compared = sum(n.values())
+    kinds = a["disagreements_by_kind"]
+    b = Bench("The linter's scope analysis against LibCST's QualifiedNameProvider", "lint_scope.py",
+              ["lint_scope.json"],
+              header=["measure", "value"],
+              context=machine(d) + f". {d['corpus']['files']} files of the lint corpus that mention cuda "
+              f"({', '.join(p['package'] for p in d['corpus']['packages'])}); LibCST {d['versions']['libcst']}. "
+              "Every Name / Attribute chain read whose qualified name either side resolves under torch or a module "
+              "of the rule catalogue; CPU time per file, best of the rounds. Why the two differ where they do: "
+              + " ".join(f"**{k}**: {v}" for k, v in d["notes"].items()))
+    b.rows = [["chains compared", f"{compared:,}"],
+              *[[f"`{k}`", f"{v:,} ({pct(v / compared)})"] for k, v in n.items()],
+              *[[f"disagreements: {k}", f"{v:,}"] for k, v in kinds.items()],
+              ["parse (ms per file)", f"{t['ms_per_file']['parse']}"],
+              ["parse + the lint's walk (ms per file, baseline)", f"{t['ms_per_file']['walk']}"],
+              ["parse + QualifiedNameProvider (ms per file)", f"{t['ms_per_file']['libcst']}"],
+              ["QualifiedNameProvider / the walk", x(t["libcst_over_walk"])],
+              ["the walk with QualifiedNameProvider added / the walk", x(t["switch_over_walk"])]]
+    unexplained = kinds.get("unexplained", 0)
+    b.summary = [["scope analysis: agreement with LibCST", "LibCST's QualifiedNameProvider",
+                  f"{pct((n['same'] + n['same_among_several']) / compared)} of {compared:,} chains; "
+                  f"{unexplained} unexplained", "every difference by design", met(unexplained == 0)],
+                 ["scope analysis: the cost of switching to LibCST's", "parse + the lint's walk",
+                  f"{x(t['switch_over_walk'])} the lint's time (QualifiedNameProvider alone "
+                  f"{x(t['libcst_over_walk'])} the walk)", "none (keeps the fast version)", met(None)]]
+    return b
+
+
 def lint_corpus() -> Bench:
     d = load("lint_corpus.json")
     by_package = ", ".join(f"{k} {v}" for k, v in d["files_changed_by_package"].items())
@@ -561,6 +593,7 @@ def benchmarks() -> list[Bench]:
         zoo_library("timm", "Every timm architecture, traced for real"),
         lint_throughput(),
         lint_parse(),
+        lint_scope(),
         lint_corpus(),
         lint_heldout(),
         lint_recall_dev(),
