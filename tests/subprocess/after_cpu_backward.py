@@ -4,7 +4,7 @@ back to the device. Prints trained."""
 
 import torch
 
-import opaudit.fallback as fb
+import opaudit.rehearsal as fb
 
 m = torch.nn.Linear(8, 4)
 m(torch.randn(2, 8)).sum().backward()  # the autograd engine starts its device threads: no simulated device yet

@@ -3,7 +3,7 @@ prints whether torch.npu still has the flags once the rehearsal has ended."""
 
 import torch
 
-import opaudit.fallback as f
+import opaudit.rehearsal as f
 
 with f.simulate("ascend"):
     assert torch.npu.matmul.allow_hf32 is False  # torch_npu's default

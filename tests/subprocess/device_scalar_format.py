@@ -3,7 +3,7 @@
 
 import torch
 
-import opaudit.fallback as fb
+import opaudit.rehearsal as fb
 
 
 def formatted(device):

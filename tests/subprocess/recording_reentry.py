@@ -4,8 +4,8 @@ are the same each time, and a recording reuses the last one's plan. Prints ok.""
 import torch
 
 from opaudit.rehearsal.simulator import Simulator
-from opaudit.tracing import apis
 from opaudit.standin import cuda_target
+from opaudit.tracing import apis
 from opaudit.tracing.recorder import Recording, recording
 
 bound, plans = [], []

@@ -5,7 +5,7 @@ import io
 
 import torch
 
-import opaudit.fallback as fb
+import opaudit.rehearsal as fb
 
 calls = []
 

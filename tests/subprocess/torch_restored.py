@@ -6,7 +6,7 @@ from torch.utils._device import DeviceContext
 
 before = (torch.zeros, torch.fft.fftfreq, torch._C._nn._parse_to, DeviceContext.__init__, dict(vars(torch.Tensor)))
 
-import opaudit.fallback as fb  # noqa: E402
+import opaudit.rehearsal as fb  # noqa: E402
 
 with fb.simulate("ascend"):
     assert torch.zeros(1, device="cuda").device.type == "npu"
