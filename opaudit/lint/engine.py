@@ -310,7 +310,8 @@ def _findings(path: str, module: cst.Module, plan: Plan, text: str | None,
         replacement = node_code(r.replacement) if r.replacement is not None else r.suggestion
         if r.replacement is None and fix in ("safe", "unsafe"):
             fix = "report" if r.suggestion is None else "suggestion"  # nothing to apply on this target
-        out.append((Finding(path, line, col, end_line, end_col, r.code, r.message, fix, replacement, r.heuristic), r))
+        out.append((Finding(path, line, col, end_line, end_col, r.code, r.message, fix, replacement, r.heuristic,
+                            r.severity or "error"), r))
     out.sort(key=lambda fr: (fr[0].line, fr[0].col, fr[0].code))
     return out
 

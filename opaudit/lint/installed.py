@@ -52,6 +52,7 @@ class Choice:
     param: str | None  # the parameter of the called function that controls it (None: no argument does)
     default: bool = False  # it is that parameter's default itself (passing the parameter replaces it)
     value: str | None = None  # the default's code, for a default
+    conditional: bool = False  # reached only under a condition of the library's own (an `if` no parameter steers)
 
     def where(self) -> str:
         return f"{self.path}:{self.line} {self.what}"
@@ -224,7 +225,9 @@ class _Module:
             selected = frozenset(c for c in cat.select() if c in CHOICES)
             text = self._source.decode(tree.encoding, errors="replace").removeprefix("\ufeff")
             plan = _check(tree, self._source, load_target("neutral"), cat, selected, DEFAULT_MIN_TORCH, self.file)
-            reports = [r for r in plan.reports if r.code in CHOICES]
+            # a name in an annotation (`scaler: GradScaler | None`) is a type, not a choice
+            annotations = {id(n) for n in subtree(tree) if isinstance(n, cst.Annotation)}
+            reports = [r for r in plan.reports if r.code in CHOICES and not r.ancestors & annotations]
             pos = _positions(tree, reports, text)
             self._found_choices = [(r.node, r.code, r.ancestors, r.statement, pos.get(id(r.node), (0,))[0])
                                    for r in reports]
@@ -283,8 +286,10 @@ class _Module:
             if default_of is not None:
                 value = next(node_code(x.default) for x in _params(func) if x.name.value == default_of
                              and x.default is not None)
+            conditional = param is None and any(id(t[0]) in above and id(t[1]) not in above and t[1] is not found
+                                                for t in tests)
             choices.append(Choice(self.shown, line, _shown(default_of, value) if default_of else _what(found, node),
-                                  code, param, default_of is not None, value))
+                                  code, param, default_of is not None, value, conditional))
         return choices
 
     def _through_calls(self, node: ast.AST, params: set[str], kwargs_name: str | None, depth: int) -> list[Choice]:
@@ -293,6 +298,7 @@ class _Module:
         out: list[Choice] = []
         top = self.name.split(".")[0]
         own = f"{self.name}.{getattr(node, 'name', '')}"
+        guarded = _guarded_calls(node)
         for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
             d = _ast_dotted(call.func)
             if d is None:
@@ -317,19 +323,39 @@ class _Module:
                                                        k.value.id == kwargs_name for k in call.keywords)
             called = inner.qualname.rsplit(".", 1)[-1]
             for ch in inner.choices:
+                cond = ch.conditional or id(call) in guarded  # (the call itself under a condition of this function)
                 if ch.default:  # (shown as the inner function's, not the called one's)
                     ch = Choice(ch.path, ch.line, ch.what.replace("(its default)", f"(a default of `{called}`)"),
                                 ch.code, ch.param, False, ch.value)
                 if ch.param is not None and ch.param in passed:
                     value = passed[ch.param]
                     if isinstance(value, ast.Name) and value.id in params:
-                        out.append(Choice(ch.path, ch.line, ch.what, ch.code, value.id))
+                        out.append(Choice(ch.path, ch.line, ch.what, ch.code, value.id, conditional=cond))
                     continue  # passed something else: the inner default is not used
                 if ch.param is not None and forwards:
-                    out.append(Choice(ch.path, ch.line, ch.what, ch.code, ch.param))
+                    out.append(Choice(ch.path, ch.line, ch.what, ch.code, ch.param, conditional=cond))
                     continue
-                out.append(Choice(ch.path, ch.line, ch.what, ch.code, None))
+                out.append(Choice(ch.path, ch.line, ch.what, ch.code, None, conditional=cond))
         return out
+
+
+def _guarded_calls(node: ast.AST) -> set[int]:
+    """ids of the calls in ``node`` that run only under a condition: in a branch of an ``if``, a conditional
+    expression or a ``while``, or after the first operand of ``and`` / ``or`` (not in the tests themselves)."""
+    out: set[int] = set()
+
+    def under(children: list[ast.AST]) -> None:
+        for child in children:
+            out.update(id(n) for n in ast.walk(child) if isinstance(n, ast.Call))
+
+    for n in ast.walk(node):
+        if isinstance(n, (ast.If, ast.While)):
+            under([*n.body, *n.orelse])
+        elif isinstance(n, ast.IfExp):
+            under([n.body, n.orelse])
+        elif isinstance(n, ast.BoolOp):
+            under(n.values[1:])
+    return out
 
 
 def _ast_top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:

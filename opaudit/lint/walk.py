@@ -57,6 +57,7 @@ class Report:
     statement: cst.CSTNode | None = None  # the innermost statement holding the node (for its position)
     ancestors: frozenset[int] = frozenset()  # ids of the nodes above it (a fix rebuilds only those)
     conjunction: int | None = None  # id of the outermost `and` / `or` holding it
+    severity: str | None = None  # "info" for this finding alone (else the rule's, and the target's, say)
 
 
 @dataclass
@@ -368,7 +369,8 @@ class FileCheck:
         return code in self.selected
 
     def report(self, node: cst.CSTNode, code: str, message: str, replacement: cst.CSTNode | None = None, *,
-               suggestion: str | None = None, heuristic: bool = False, fix: str | None = None) -> None:
+               suggestion: str | None = None, heuristic: bool = False, fix: str | None = None,
+               severity: str | None = None) -> None:
         if code not in self.selected:
             return
         note = self.target.note(code)
@@ -389,7 +391,7 @@ class FileCheck:
         above = [*self.stack, *_path(self.current, node)]
         conjunction = next((id(n) for n in self.stack if isinstance(n, cst.BooleanOperation)), None)
         report = Report(node, code, message, replacement, suggestion, heuristic or rule.heuristic, fix, statement,
-                        frozenset(id(n) for n in above), conjunction)
+                        frozenset(id(n) for n in above), conjunction, severity)
         self.plan.reports.append(report)
 
     def name_key(self, node: cst.CSTNode) -> str | None:

