@@ -38,12 +38,57 @@ def rehearsed_ops(tmp_path: Path, name: str, source: str, target: str = "ascend"
     return json.loads(stats.read_text())["ops"]
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None):
-    """The real command line in a fresh process: exit code, stdout, stderr."""
+# Commands that touch no device and leave no state behind in the process (no torch device, no PrivateUse1 rename,
+# no patched torch): run_cli runs them in this process, through the same entry point as `python -m opaudit`,
+# which saves a fresh interpreter's imports per call. Every other command runs in a fresh process.
+IN_PROCESS = frozenset({"lint", "fix", "rules", "explain", "matrix"})
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None,
+            fresh: bool = False):
+    """The real command line: exit code, stdout, stderr. In a fresh process, or for the commands of IN_PROCESS
+    (unless ``fresh``) in this one, with the same environment, working folder and streams as a fresh process."""
+    if not fresh and args and args[0] in IN_PROCESS and "--jobs" not in args:
+        return _run_cli_here(list(args), cwd=cwd or ROOT, env={"COLUMNS": "200", **(env or {})})
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
     proc = subprocess.run([sys.executable, "-m", "opaudit", *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, timeout=timeout, env=full_env)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def _run_cli_here(argv: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[int, str, str]:
+    """opaudit.cli.main(argv) in this process: its exit code, and what it wrote to stdout and stderr."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from opaudit.cli import console, main
+
+    saved_env = {k: os.environ.get(k) for k in env}
+    # the consoles read COLUMNS when they are made (once per process): given the call's, as a fresh process would
+    widths = (console.out._width, console.err._width)
+    console.out._width = console.err._width = int(env["COLUMNS"])
+    saved_cwd = os.getcwd()
+    out, err = io.StringIO(), io.StringIO()
+    os.environ.update(env)
+    os.chdir(cwd)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                main(argv)
+                code = 0
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                if e.code is not None and not isinstance(e.code, int):
+                    print(e.code, file=sys.stderr)
+    finally:
+        console.out._width, console.err._width = widths
+        os.chdir(saved_cwd)
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return code, out.getvalue(), err.getvalue()
 
 
 def run_python(script: str, *args: str, cwd: Path | None = None, env: dict | None = None,
