@@ -460,7 +460,19 @@ WRAP(6, set_source_storage, set_source_storage, at::Tensor&, (at::Tensor& t, at:
 WRAP(7, set_storage, Host::set_storage, at::Tensor&,
      (at::Tensor& t, at::Storage s, int64_t o, at::IntArrayRef sz, at::IntArrayRef st), (t, std::move(s), o, sz, st))
 
+// A tensor of the device and a CPU tensor (both strided) may take each other's data (`param.data = ...`, which
+// Module.to() does to keep each Parameter): c10 knows this of CUDA and the other built-in devices, and leaves it to
+// a PrivateUse1 backend to say (TensorImpl::has_compatible_shallow_copy_type). Without it Module.to() swaps each
+// Parameter for a new one, which fails where a parametrization or weight_norm holds the old one.
+bool compatible_shallow_copy(const at::Tensor& self, const at::Tensor& from) {
+  auto ours = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && !t.is_quantized() && (t.is_cpu() || t.device().type() == kDev);
+  };
+  return (ours(self) && ours(from)) || self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", compatible_shallow_copy);
   m.impl("empty.memory_format", empty_memory_format_counted);
   m.impl("empty_strided", empty_strided_counted);
   m.impl("as_strided", strided_view_counted);

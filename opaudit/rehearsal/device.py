@@ -302,7 +302,8 @@ def enter(sim: Simulator) -> list[Callable[[], None]]:
     undo.append(_pinning())
     undo.append(_generators(sim))
     undo.append(_legacy_types(sim))
-    undo.append(_swap_parameters())
+    if wrapper:  # (the C++ device says its tensors and the CPU's are compatible: native/device.cpp)
+        undo.append(_swap_parameters())
     undo.append(_backward_on_the_calling_thread())
     undo.append(_raise_after_backward(sim))
     undo.append(checkpoint.enter(sim) if wrapper else checkpoint.enter_native(sim))
@@ -478,10 +479,11 @@ def _legacy_types(sim: Simulator) -> Callable[[], None]:
 
 
 def _swap_parameters() -> Callable[[], None]:
-    """``model.to("npu")`` keeps each Parameter object and shared weights shared (GPT-2's lm_head is its
-    wte), as on a plugin's device: a CPU tensor and a simulated one (either engine's: PrivateUse1 is no dense
-    backend to TensorImpl::has_compatible_shallow_copy_type) are no compatible shallow-copy types,
-    so Module._apply would make a new Parameter per module; swapping the tensors in place keeps them. Only
+    """On the wrapper engine, ``model.to("npu")`` keeps each Parameter object and shared weights shared (GPT-2's
+    lm_head is its wte), as on a plugin's device: a CPU tensor and a wrapper tensor are no compatible shallow-copy
+    types, so Module._apply would make a new Parameter per module; swapping the tensors in place keeps them. (The
+    C++ device says its tensors and the CPU's are compatible, as a plugin does, and Module._apply sets each
+    Parameter's data as on a GPU: native/device.cpp, compatible_shallow_copy.) Only
     in ``_apply``: the same switch makes ``load_state_dict`` swap too, which fails on modules that keep
     weak references to their parameters (an LSTM's flat weights), where the device copies in place.
 
@@ -673,7 +675,7 @@ def _Done(result: Any) -> Any:  # noqa: N802 (it stands where a Work class is re
     that their wait never ended."""
     future: torch.futures.Future[Any] = torch.futures.Future()
     future.set_result(result)
-    return torch._C._distributed_c10d._create_work_from_future(future)
+    return torch._C._distributed_c10d._create_work_from_future(future)  # type: ignore[attr-defined]
 
 
 _ONE_RANK_BACKEND = types.SimpleNamespace(supports_splitting=False, supports_coalescing=False,
@@ -700,37 +702,37 @@ def _one_rank_group(name: str) -> Any:
             # those extras
             return _ONE_RANK_BACKEND
 
-        def allreduce(self, tensors: Any, opts: Any = None) -> _Done:
+        def allreduce(self, tensors: Any, opts: Any = None) -> Any:
             return _Done(tensors)
 
         allreduce_coalesced = allreduce
         broadcast = allreduce
         reduce = allreduce
 
-        def barrier(self, opts: Any = None) -> _Done:
+        def barrier(self, opts: Any = None) -> Any:
             return _Done(None)
 
         monitored_barrier = barrier
 
-        def allgather(self, outputs: Any, inputs: Any, opts: Any = None) -> _Done:
+        def allgather(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
             for out, inp in zip(outputs, inputs, strict=True):
                 out[0].copy_(inp)
             return _Done(outputs)
 
-        def _allgather_base(self, output: Any, inp: Any, opts: Any = None) -> _Done:
+        def _allgather_base(self, output: Any, inp: Any, opts: Any = None) -> Any:
             output.copy_(inp.reshape(output.shape))
             return _Done(output)
 
-        def reduce_scatter(self, outputs: Any, inputs: Any, opts: Any = None) -> _Done:
+        def reduce_scatter(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
             for out, inp in zip(outputs, inputs, strict=True):
                 out.copy_(inp[0])
             return _Done(outputs)
 
-        def _reduce_scatter_base(self, output: Any, inp: Any, opts: Any = None) -> _Done:
+        def _reduce_scatter_base(self, output: Any, inp: Any, opts: Any = None) -> Any:
             output.copy_(inp.reshape(output.shape))
             return _Done(output)
 
-        def alltoall_base(self, output: Any, inp: Any, *args: Any) -> _Done:
+        def alltoall_base(self, output: Any, inp: Any, *args: Any) -> Any:
             output.copy_(inp)
             return _Done(output)
 
