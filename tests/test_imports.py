@@ -30,4 +30,4 @@ def test_every_module_is_a_module_on_its_parent(imported):
 def test_the_top_level_functions_stay_functions(imported):
     """Once the modules that share their names are imported, and once every module is."""
     for functions in imported["functions"]:
-        assert functions == [True, True, "Trace", "opaudit.auditing", "opaudit.tracing.run"]
+        assert functions == [True, True, "Trace", "opaudit.auditing", "opaudit.api"]  # (opaudit.trace: the API's)

@@ -36,6 +36,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 import opaudit.lint.rules  # noqa: F401 (the rule families register their handlers with the walk)
 from opaudit.errors import InputError
 from opaudit.files import write_atomic
+from opaudit.lint import installed
 from opaudit.lint.catalogue import Catalogue, Target, lint_target_name, load_catalogue, load_target
 from opaudit.lint.findings import FileResult, Finding
 from opaudit.lint.walk import FileCheck, Plan, Report, node_code
@@ -107,10 +108,9 @@ def _calls_a_library(source: bytes, path: str, target: Target, selected: frozens
     imports from outside its project is looked up, the packages read once per process)."""
     if "OA715" not in selected or target.keeps_cuda or b"import" not in source:
         return False
-    from opaudit.lint.installed import may_call
     from opaudit.lint.rules.libraries import project_modules
 
-    return may_call(source.decode("utf-8", "replace"), project_modules(path))
+    return installed.may_call(source.decode("utf-8", "replace"), project_modules(path))
 
 
 # -- one file ------------------------------------------------------------------------------------------
@@ -135,6 +135,21 @@ def _noqa(code: str) -> dict[int, frozenset[str] | None]:
     except (tokenize.TokenError, SyntaxError, IndentationError):
         pass
     return out
+
+
+def _library_reports(module: cst.Module, source: bytes, file: str, codes: frozenset[str]) -> list[tuple[Report, int]]:
+    """The catalogue's rules of ``codes`` over an installed library's module, with each report's line
+    (installed.py: where a library picks CUDA for its caller)."""
+    cat = load_catalogue()
+    selected = frozenset(c for c in cat.select() if c in codes)
+    plan = _check(module, source, load_target("neutral"), cat, selected, DEFAULT_MIN_TORCH, file)
+    reports = [r for r in plan.reports if r.code in codes]
+    text = source.decode(module.encoding, errors="replace").removeprefix("\ufeff")
+    pos = _positions(module, reports, text)
+    return [(r, pos.get(id(r.node), (0,))[0]) for r in reports]
+
+
+installed.use_rules(_library_reports)
 
 
 def _positions(module: cst.Module, reports: list[Report], text: str) -> dict[int, tuple[int, int, int, int]]:

@@ -21,13 +21,13 @@ import importlib.util
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 import libcst as cst
 
-from opaudit.lint.walk import _top_level_statements, node_code, subtree
+from opaudit.lint.walk import Report, _top_level_statements, node_code, subtree
 
 # the rules whose findings, inside a library's function, are a CUDA device chosen for its caller
 CHOICES = frozenset({"OA101", "OA102", "OA103", "OA104", "OA106", "OA113", "OA114", "OA115", "OA116", "OA201",
@@ -39,6 +39,17 @@ CALL_DEPTH = 2  # calls into the same package's functions, followed this deep
 SKIPPED_ROOTS = frozenset({"torch", "torchgen", "functorch", "opaudit", "__main__"})
 CUDA_WORD = re.compile(rb"cuda|CUDA|nccl|NCCL")  # (a module without one picks nothing itself: it is not walked)
 DEVICE_PARAMETER = re.compile(r"device|backend|map_location", re.IGNORECASE)
+
+# How the catalogue's rules run over a library module: (module, source, file, codes) -> [(report, line)] of the
+# codes given. opaudit.lint.engine registers it (use_rules) when it is imported; this module never imports the
+# engine, whose rules call back into it (rules/libraries.py).
+RunRules = Callable[[cst.Module, bytes, str, frozenset[str]], list[tuple[Report, int]]]
+_run_rules: RunRules | None = None
+
+
+def use_rules(run: RunRules) -> None:
+    global _run_rules
+    _run_rules = run
 
 
 @dataclass(frozen=True)
@@ -211,9 +222,6 @@ class _Module:
             self._found_choices = []
             if not self._mentions_cuda:
                 return self._found_choices
-            from opaudit.lint.catalogue import load_catalogue, load_target
-            from opaudit.lint.engine import DEFAULT_MIN_TORCH, _check, _positions
-
             try:
                 tree = cst.parse_module(self._source)
             except (cst.ParserSyntaxError, UnicodeDecodeError, LookupError, SyntaxError, ValueError):
@@ -221,16 +229,14 @@ class _Module:
             for stmt in _top_level_statements(tree.body):
                 if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                     self._cst_defs[stmt.name.value] = stmt
-            cat = load_catalogue()
-            selected = frozenset(c for c in cat.select() if c in CHOICES)
-            text = self._source.decode(tree.encoding, errors="replace").removeprefix("\ufeff")
-            plan = _check(tree, self._source, load_target("neutral"), cat, selected, DEFAULT_MIN_TORCH, self.file)
+            if _run_rules is None:
+                raise RuntimeError("opaudit.lint.installed reads libraries with the rules opaudit.lint.engine "
+                                   "registers (use_rules): import opaudit.lint")
             # a name in an annotation (`scaler: GradScaler | None`) is a type, not a choice
             annotations = {id(n) for n in subtree(tree) if isinstance(n, cst.Annotation)}
-            reports = [r for r in plan.reports if r.code in CHOICES and not r.ancestors & annotations]
-            pos = _positions(tree, reports, text)
-            self._found_choices = [(r.node, r.code, r.ancestors, r.statement, pos.get(id(r.node), (0,))[0])
-                                   for r in reports]
+            self._found_choices = [(r.node, r.code, r.ancestors, r.statement, line)
+                                   for r, line in _run_rules(tree, self._source, self.file, CHOICES)
+                                   if not r.ancestors & annotations]
         return self._found_choices
 
     def callee(self, name: str, qualname: str, depth: int) -> Callee:
@@ -344,7 +350,7 @@ def _guarded_calls(node: ast.AST) -> set[int]:
     expression or a ``while``, or after the first operand of ``and`` / ``or`` (not in the tests themselves)."""
     out: set[int] = set()
 
-    def under(children: list[ast.AST]) -> None:
+    def under(children: Sequence[ast.AST]) -> None:
         for child in children:
             out.update(id(n) for n in ast.walk(child) if isinstance(n, ast.Call))
 

@@ -15,9 +15,9 @@ Three things happen, the two runs each in a process of its own (``verify_run``):
 
 The port passes (``ok``) when it ran to its end, reached the target's device, left no CUDA use on the path
 that ran (a finding of lint on a line that ran; info findings and advice about the target do not count:
-``is_cuda_use``), and, where the original trains, stepped parameters on the device and moved them. Findings on lines the run never reached are
-listed, and do not fail it. The ops that would fall back or are missing come from the rehearsal's
-statistics; the losses are compared with the reference's, both runs seeded alike.
+``is_cuda_use``), and, where the original trains, stepped parameters on the device and moved them. Findings on
+lines the run never reached are listed, and do not fail it. The ops that would fall back or are missing come from
+the rehearsal's statistics; the losses are compared with the reference's, both runs seeded alike.
 """
 
 from __future__ import annotations
@@ -338,8 +338,8 @@ def _start(tmpdir: Path, name: str, script: Path, argv: list[str], cwd: Path, ro
         env["PYTHONPATH"] = os.pathsep.join(str(_moved(Path(p), origin, root)) if p else p
                                             for p in env["PYTHONPATH"].split(os.pathsep))
     with open(log, "wb") as f:
-        spec = str(tmpdir / f"{name}.spec.json")
-        proc = subprocess.Popen([sys.executable, "-m", "opaudit.rehearsal.verify_run", spec],
+        spec_path = str(tmpdir / f"{name}.spec.json")
+        proc = subprocess.Popen([sys.executable, "-m", "opaudit.rehearsal.verify_run", spec_path],
                                 stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                 start_new_session=True)
     return _Child(proc, out, log, time.monotonic())

@@ -466,7 +466,7 @@ class _OpRecorder(TorchDispatchMode):
         # straight to the device's dispatch, which is where the dispatcher would send it next: one Python entry per op
         wrapper = wrapper_device()
         self._device = (wrapper,) if wrapper is not None else None
-        self._device_dispatch = wrapper.__torch_dispatch__ if wrapper is not None else None
+        self._device_dispatch = getattr(wrapper, "__torch_dispatch__", None)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if kwargs is None:

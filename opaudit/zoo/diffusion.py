@@ -86,17 +86,31 @@ def role(name: str) -> str | None:
 # -- building ----------------------------------------------------------------------------------------------
 
 
+def model_classes() -> list[str]:
+    """Every model class diffusers exports: the ModelMixin subclasses of its top level, in name order."""
+    import diffusers
+
+    base = diffusers.ModelMixin
+    found = []
+    for name in sorted(dir(diffusers)):
+        try:
+            cls = getattr(diffusers, name)
+        except Exception:  # noqa: BLE001 - a lazy export whose own imports fail is no model class here
+            continue
+        if isinstance(cls, type) and issubclass(cls, base) and cls is not base:
+            found.append(name)
+    return found
+
+
 @cache
 def _library_defaults() -> dict[str, Any]:
     """For each constructor parameter name of diffusers' model classes, the default most of them give it (a
     required argument of one class is often a defaulted one of others: ``in_channels``, ``layers_per_block``)."""
     import diffusers
 
-    from opaudit.zoo.specs import diffusers_classes
-
     seen: dict[str, Counter[str]] = {}
     values: dict[str, Any] = {}
-    for name in diffusers_classes():
+    for name in model_classes():
         try:
             params = inspect.signature(getattr(diffusers, name).__init__).parameters.values()
         except (TypeError, ValueError):
@@ -115,7 +129,7 @@ def wrapped_class(cls: type) -> type | None:
     else the class of its own name without ``Multi`` (``FluxMultiControlNetModel``: ``FluxControlNetModel``)."""
     import diffusers
 
-    params = inspect.signature(cls.__init__).parameters
+    params = inspect.signature(cls.__init__).parameters  # type: ignore[misc]
     p = next((p for k, p in params.items() if k in ("controlnets", "adapters", "models")), None)
     if p is None:
         return None
@@ -135,7 +149,7 @@ def required_arguments(cls: type) -> dict[str, Any]:
 
     table = REQUIRED.get(cls.__name__, {}).get("set", {})
     found: dict[str, Any] = {}
-    for k, p in inspect.signature(cls.__init__).parameters.items():
+    for k, p in inspect.signature(cls.__init__).parameters.items():  # type: ignore[misc]
         if k == "self" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) or p.default is not inspect.Parameter.empty:
             continue
         if k in ("controlnets", "adapters", "models"):
@@ -202,7 +216,8 @@ def builder(cls: type, config: dict[str, Any], overrides: dict[str, Any]) -> Cal
     model of the class it wraps, built so (the spec's overrides are that model's)."""
     inner = wrapped_class(cls)
     if inner is not None:
-        key = next(k for k in inspect.signature(cls.__init__).parameters if k in ("controlnets", "adapters", "models"))
+        init = cls.__init__  # type: ignore[misc]
+        key = next(k for k in inspect.signature(init).parameters if k in ("controlnets", "adapters", "models"))
         make_inner = builder(inner, config, overrides)
         return lambda: cls(**{key: [make_inner()]})
     given = {k: v for k, v in config.items() if k in inspect.signature(cls).parameters}
@@ -276,8 +291,8 @@ def _candidates(name: str, p: inspect.Parameter, cls: type, config: dict[str, An
         image = [torch.randn(BATCH, ch, h, w, generator=g) for ch in channels[:3]]
         video = [torch.randn(BATCH, c, f, h, w, generator=g) for f in FRAMES] + \
             [torch.randn(BATCH, f, c, h, w, generator=g) for f in FRAMES[:3]]
-        widths = dict.fromkeys([*channels[:3], *_config_ints(config, _TEXT_WIDTHS)[:2]])
-        tokens = [torch.randn(BATCH, TOKENS, ch, generator=g) for ch in widths]
+        packed_widths = dict.fromkeys([*channels[:3], *_config_ints(config, _TEXT_WIDTHS)[:2]])
+        tokens = [torch.randn(BATCH, TOKENS, ch, generator=g) for ch in packed_widths]
         wave = [torch.randn(BATCH, ch, n, generator=g) for n in SAMPLES for ch in dict.fromkeys((1, 2, c))] + \
             [torch.randn(BATCH, n, c, generator=g) for n in (64, 16)]
         if packed:
@@ -338,7 +353,7 @@ def _candidates(name: str, p: inspect.Parameter, cls: type, config: dict[str, An
 
 
 def _params(cls: type) -> dict[str, inspect.Parameter]:
-    return {k: p for k, p in inspect.signature(cls.forward).parameters.items()
+    return {k: p for k, p in inspect.signature(cls.forward).parameters.items()  # type: ignore[attr-defined]
             if k != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
 
 

@@ -246,20 +246,11 @@ def all_specs(library: str) -> list[str]:
 
 
 def diffusers_classes() -> list[str]:
-    """Every model class diffusers exports: the ModelMixin subclasses of its top level, in name order."""
+    """Every model class diffusers exports (opaudit.zoo.diffusion.model_classes), or one line naming the extra."""
     _require("--all diffusers", "diffusers", "diffusers")
-    import diffusers
+    from opaudit.zoo import diffusion
 
-    base = diffusers.ModelMixin
-    found = []
-    for name in sorted(dir(diffusers)):
-        try:
-            cls = getattr(diffusers, name)
-        except Exception:  # noqa: BLE001 - a lazy export whose own imports fail is no model class here
-            continue
-        if isinstance(cls, type) and issubclass(cls, base) and cls is not base:
-            found.append(name)
-    return found
+    return diffusion.model_classes()
 
 
 def read_spec_file(path: Path) -> list[str]:
