@@ -1,5 +1,5 @@
 """A rehearsal after a backward on the CPU in the same process, and a CPU backward after it
-(tests/fallback/test_rehearsal_training.py): .cpu() gives a CPU tensor, gradients through a copy to the host come
+(tests/rehearsal/test_rehearsal_training.py): .cpu() gives a CPU tensor, gradients through a copy to the host come
 back to the device. Prints trained."""
 
 import torch

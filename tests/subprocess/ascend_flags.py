@@ -1,4 +1,4 @@
-"""torch.npu.matmul.allow_hf32 during a rehearsal on ascend, and torch.npu after it (tests/fallback/test_simulate.py):
+"""torch.npu.matmul.allow_hf32 during a rehearsal on ascend, and torch.npu after it (tests/rehearsal/test_simulate.py):
 prints whether torch.npu still has the flags once the rehearsal has ended."""
 
 import torch

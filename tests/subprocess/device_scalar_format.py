@@ -1,5 +1,5 @@
 """0-dim tensors formatted with a format spec, on the CPU and on the rehearsal's device
-(tests/fallback/test_rehearsal_training.py): prints the two lists."""
+(tests/rehearsal/test_rehearsal_training.py): prints the two lists."""
 
 import torch
 

@@ -1,4 +1,4 @@
-"""The C++ device's calls of the rehearsal's handler (tests/fallback/test_engines.py): a dtype and a memory format
+"""The C++ device's calls of the rehearsal's handler (tests/rehearsal/test_engines.py): a dtype and a memory format
 come as torch's objects, as a Python kernel gets them, and the fallback compares them as it does. Prints OK."""
 
 import torch

@@ -1,4 +1,4 @@
-"""The simulated device's memory counters per device index (tests/fallback/test_memory.py): two lines of numbers."""
+"""The simulated device's memory counters per device index (tests/rehearsal/test_memory.py): two lines of numbers."""
 
 import torch
 

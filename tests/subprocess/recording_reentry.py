@@ -1,4 +1,4 @@
-"""Three simulations in a row, each with a recording (tests/fallback/test_device_names.py): the device-name wrappers
+"""Three simulations in a row, each with a recording (tests/rehearsal/test_device_names.py): the device-name wrappers
 are the same each time, and a recording reuses the last one's plan. Prints ok."""
 
 import torch

@@ -1,5 +1,5 @@
 """A wrapper put on torch.save and torch.load before a rehearsal, then a checkpoint saved and loaded in it
-(tests/fallback/test_checkpoint.py): prints the wrapper's calls and the loaded tensor's device."""
+(tests/rehearsal/test_checkpoint.py): prints the wrapper's calls and the loaded tensor's device."""
 
 import io
 

@@ -1,4 +1,4 @@
-"""Every name `fix` can write for a target, resolved in a simulation of that target (tests/fallback/test_surface.py):
+"""Every name `fix` can write for a target, resolved in a simulation of that target (tests/rehearsal/test_surface.py):
 ``python surface_probe.py TARGET`` prints one JSON line (a process simulates one device type)."""
 
 import json

@@ -1,4 +1,4 @@
-"""torch as it was once a rehearsal ends (tests/fallback/test_device_names.py): the functions it wrapped, the
+"""torch as it was once a rehearsal ends (tests/rehearsal/test_device_names.py): the functions it wrapped, the
 Tensor's attributes, no patch left standing. Prints ok."""
 
 import torch

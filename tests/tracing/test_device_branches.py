@@ -88,7 +88,7 @@ def test_the_audit_judges_the_arm_by_the_target_s_own_branch(traces):
 
 
 def test_the_strict_rehearsal_of_a_release_without_the_other_arm_fails_on_it(tmp_path):
-    """(The newest MPS, which takes the other arm, runs the script: tests/fallback/test_dtype_truth.py's
+    """(The newest MPS, which takes the other arm, runs the script: tests/rehearsal/test_dtype_truth.py's
     differential holds every target's strict rehearsal to the audit's verdict.)"""
     rc, out, err = run_cli("run", "--simulate", "mps@2.7.1", "--strict", "--", str(SCRIPT), cwd=tmp_path)
     assert rc == 3, err[-2000:]
