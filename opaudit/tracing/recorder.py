@@ -46,6 +46,9 @@ _next_sequence_nr = torch._C._autograd._get_sequence_nr
 # what describe() says to do with an OpOverload
 _RECORD, _NOISE, _RECORD_FN_ENTER, _RECORD_FN_EXIT, _SCALAR, _META_FAST, _DECOMPOSE = range(7)
 _NOISE_NAMESPACES = frozenset({"profiler", "prim", "prims"})
+# aten ops that ask the backend a question and run no kernel: a PrivateUse1 backend answers them itself (the
+# rehearsal's C++ device does), where CUDA's answer is composite and never reaches a recording
+_QUERIES = frozenset({"aten::_has_compatible_shallow_copy_type"})
 _DTYPE = {d: str(d).removeprefix("torch.") for d in vars(torch).values() if isinstance(d, torch.dtype)}
 _TICK = 4096
 _REDISPATCH = object()  # native_handle's answer: run the op below, as recorded
@@ -223,7 +226,7 @@ class Recording:
             what = _RECORD_FN_ENTER
         elif schema_name == "profiler::_record_function_exit":
             what = _RECORD_FN_EXIT
-        elif ns in _NOISE_NAMESPACES:
+        elif ns in _NOISE_NAMESPACES or schema_name in _QUERIES:
             what = _NOISE
         elif schema_name == "aten::_local_scalar_dense":
             what = _SCALAR
