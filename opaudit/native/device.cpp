@@ -485,6 +485,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", Host::copy_from_and_resize);
 }
 
+// (and on its autograd key: before torch 2.6 a backend's own kernel for a CompositeImplicitAutograd op leaves that
+// key without one, and Module.to() failed there with "Could not run ... from the 'Autogradnpu' backend")
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", compatible_shallow_copy);
+}
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&dispatch>());
 }

@@ -59,7 +59,10 @@ def test_the_stand_in_records_what_the_simulated_device_records(tmp_path, name):
 def test_a_stand_in_that_does_not_build_leaves_the_simulated_device(tmp_path):
     """No working compiler: the trace says why and runs on the simulated device, with the same result."""
     script, args = SCRIPTS["lm-bf16-fused"]
-    env = {"OPAUDIT_CUDA_STAND_IN_BUILD": str(tmp_path / "build"), "CXX": "/bin/false"}
+    # every part that this process may build goes to a folder of its own: a failed build is remembered where it
+    # was tried, and the suite's shared folders (tests/conftest.py) are the other tests'
+    env = {"OPAUDIT_CUDA_STAND_IN_BUILD": str(tmp_path / "build"), "CXX": "/bin/false",
+           "OPAUDIT_REHEARSAL_DEVICE_BUILD": str(tmp_path / "device"), "OPAUDIT_TRACER_BUILD": str(tmp_path / "tracer")}
     out = tmp_path / "t.json"
     rc, stdout, stderr = run_cli("trace", "-q", "--no-audit", "--json", str(out), "--", str(script), *args,
                                  cwd=tmp_path, env=env)
