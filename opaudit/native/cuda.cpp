@@ -57,39 +57,11 @@ void count_bytes(int64_t n) {
   while (now > peak && !peak_bytes.compare_exchange_weak(peak, now)) {}
 }
 
-struct HostAllocator final : at::Allocator {
-  static void deleter(void* ctx) {
-    if (!ctx) return;
-    auto* header = static_cast<int64_t*>(ctx) - 8;
-    live_bytes -= header[0];
-    std::free(header);
-  }
-  at::DataPtr allocate(size_t nbytes) OPAUDIT_ALLOCATE_CONST override {
-    c10::Device dev(kDev, cur_dev);
-    if (nbytes == 0) return {nullptr, nullptr, &deleter, dev};
-    void* raw = nullptr;
-    TORCH_CHECK(posix_memalign(&raw, 64, nbytes + 64) == 0, "cuda_stand_in: out of memory");
-    static_cast<int64_t*>(raw)[0] = static_cast<int64_t>(nbytes);
-    count_bytes(static_cast<int64_t>(nbytes));
-    void* data = static_cast<char*>(raw) + 64;
-    return {data, data, &deleter, dev};
-  }
-  at::DeleterFnPtr raw_deleter() const override { return &deleter; }
-#ifdef OPAUDIT_TORCH_2_3
-  void copy_data(void* dst, const void* src, std::size_t n) const override { default_copy_data(dst, src, n); }
-#endif
-};
-HostAllocator host_allocator;
-const bool alloc_registered [[maybe_unused]] = [] {
-  c10::SetAllocator(kDev, &host_allocator, 255);
-  return true;
-}();
-
 struct Cuda {
   static constexpr c10::DeviceType type = kDev;
   static constexpr c10::DispatchKey key = c10::DispatchKey::CUDA;
   static constexpr const char* name = "cuda_stand_in";
-  static at::Allocator* allocator() { return &host_allocator; }
+  static at::Allocator* allocator();
   static c10::DeviceIndex current() { return cur_dev; }
   static bool valid(c10::DeviceIndex i) { return i >= 0 && i < device_count; }
   static void select(c10::DeviceIndex i) {
@@ -97,9 +69,16 @@ struct Cuda {
     cur_dev = i;
   }
   static c10::DeviceIndex count() { return device_count; }
-  static void adopted(c10::DeviceIndex, int64_t n) { count_bytes(n); }
-  static void released(c10::DeviceIndex, int64_t n) { live_bytes -= n; }
+  static void allocated(c10::DeviceIndex, int64_t n) { count_bytes(n); }
+  static void freed(c10::DeviceIndex, int64_t n) { live_bytes -= n; }
 };
+opaudit_host::HostAllocator<Cuda> host_allocator;
+at::Allocator* Cuda::allocator() { return &host_allocator; }
+const bool alloc_registered [[maybe_unused]] = [] {
+  c10::SetAllocator(kDev, &host_allocator, 255);
+  return true;
+}();
+
 using Host = opaudit_host::HostDevice<Cuda>;
 using Guard = opaudit_host::Guard<Cuda>;
 C10_REGISTER_GUARD_IMPL(CUDA, Guard);

@@ -81,62 +81,33 @@ void check_index(int i) {
               " device(s))");
 }
 
-// ---------------------------------------------------------------- allocator
-struct HostAllocator final : at::Allocator {
-  static void deleter(void* ctx) {
-    if (!ctx) return;
-    auto* header = static_cast<int64_t*>(ctx) - 8;
-    {
-      std::lock_guard<std::mutex> lock(memory_mutex);
-      memory[header[1]].take(header[0]);
-    }
-    std::free(header);
-  }
-  at::DataPtr allocate(size_t nbytes) OPAUDIT_ALLOCATE_CONST override {
-    c10::Device dev(kDev, cur_dev);
-    if (nbytes == 0) return {nullptr, nullptr, &deleter, dev};
-    void* raw = nullptr;
-    TORCH_CHECK(posix_memalign(&raw, 64, nbytes + 64) == 0, "out of memory on the simulated device");
-    auto* header = static_cast<int64_t*>(raw);
-    header[0] = static_cast<int64_t>(nbytes);
-    header[1] = cur_dev;
-    {
-      std::lock_guard<std::mutex> lock(memory_mutex);
-      memory[cur_dev].add(static_cast<int64_t>(nbytes));
-    }
-    void* data = static_cast<char*>(raw) + 64;
-    return {data, data, &deleter, dev};
-  }
-  at::DeleterFnPtr raw_deleter() const override { return &deleter; }
-#ifdef OPAUDIT_TORCH_2_3
-  void copy_data(void* dst, const void* src, std::size_t n) const override { default_copy_data(dst, src, n); }
-#endif
-};
-HostAllocator host_allocator;
-const bool alloc_registered [[maybe_unused]] = [] {
-  c10::SetAllocator(kDev, &host_allocator, 255);
-  return true;
-}();
-
 // ------------------------------------------------------------ the device (host_device.h)
 struct Rehearsal {
   static constexpr c10::DeviceType type = kDev;
   static constexpr c10::DispatchKey key = c10::DispatchKey::PrivateUse1;
   static constexpr const char* name = "the simulated device";
-  static at::Allocator* allocator() { return &host_allocator; }
+  static at::Allocator* allocator();
   static c10::DeviceIndex current() { return cur_dev; }
   static bool valid(c10::DeviceIndex i) { return i >= 0 && i < device_count.load(); }
   static void select(c10::DeviceIndex i) { check_index(i); cur_dev = i; }
   static c10::DeviceIndex count() { return static_cast<c10::DeviceIndex>(device_count.load()); }
-  static void adopted(c10::DeviceIndex i, int64_t n) {
+  static void allocated(c10::DeviceIndex i, int64_t n) {
     std::lock_guard<std::mutex> lock(memory_mutex);
     memory[i].add(n);
   }
-  static void released(c10::DeviceIndex i, int64_t n) {
+  static void freed(c10::DeviceIndex i, int64_t n) {
     std::lock_guard<std::mutex> lock(memory_mutex);
     memory[i].take(n);
   }
 };
+// ---------------------------------------------------------------- allocator
+opaudit_host::HostAllocator<Rehearsal> host_allocator;
+at::Allocator* Rehearsal::allocator() { return &host_allocator; }
+const bool alloc_registered [[maybe_unused]] = [] {
+  c10::SetAllocator(kDev, &host_allocator, 255);
+  return true;
+}();
+
 using Host = opaudit_host::HostDevice<Rehearsal>;
 using Guard = opaudit_host::Guard<Rehearsal>;
 C10_REGISTER_GUARD_IMPL(PrivateUse1, Guard);

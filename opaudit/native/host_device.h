@@ -15,8 +15,8 @@
 //   static c10::DeviceIndex current();       the index selected on this thread
 //   static void select(c10::DeviceIndex);    select a valid index;  static bool valid(c10::DeviceIndex);
 //   static c10::DeviceIndex count();         how many devices there are
-//   static void adopted(c10::DeviceIndex, int64_t bytes), released(...): a fresh CPU result became device memory,
-//                                            and was freed
+//   static void allocated(c10::DeviceIndex, int64_t bytes), freed(...): device memory was allocated (by
+//                                            HostAllocator, or a fresh CPU result adopted), and was freed
 //   static const char* name;                 for messages
 #pragma once
 
@@ -32,6 +32,7 @@
 #include <ATen/ops/set_native.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <cstdlib>
 #include <vector>
 
 namespace opaudit_host {
@@ -44,6 +45,35 @@ constexpr int kMaxDevices = 16;
 struct Arg {
   at::Tensor dev, cpu;
   const void* data;
+};
+
+// The device's allocator: 64-byte aligned host memory, each block's size and device index kept in front of it, counted
+// by D::allocated and D::freed as an adopted result is.
+template <class D>
+struct HostAllocator final : at::Allocator {
+  static void deleter(void* ctx) {
+    if (!ctx) return;
+    auto* header = static_cast<int64_t*>(ctx) - 8;
+    D::freed(static_cast<c10::DeviceIndex>(header[1]), header[0]);
+    std::free(header);
+  }
+  at::DataPtr allocate(size_t nbytes) OPAUDIT_ALLOCATE_CONST override {
+    const c10::DeviceIndex index = D::current();
+    c10::Device dev(D::type, index);
+    if (nbytes == 0) return {nullptr, nullptr, &deleter, dev};
+    void* raw = nullptr;
+    TORCH_CHECK(posix_memalign(&raw, 64, nbytes + 64) == 0, D::name, ": out of memory");
+    auto* header = static_cast<int64_t*>(raw);
+    header[0] = static_cast<int64_t>(nbytes);
+    header[1] = index;
+    D::allocated(index, static_cast<int64_t>(nbytes));
+    void* data = static_cast<char*>(raw) + 64;
+    return {data, data, &deleter, dev};
+  }
+  at::DeleterFnPtr raw_deleter() const override { return &deleter; }
+#ifdef OPAUDIT_TORCH_2_3
+  void copy_data(void* dst, const void* src, std::size_t n) const override { default_copy_data(dst, src, n); }
+#endif
 };
 
 // An op's call with its device arguments replaced by CPU aliases.
@@ -118,7 +148,7 @@ struct HostDevice {
     c10::DeviceIndex index;
     static void release(void* ctx) {
       auto* a = static_cast<Adopted*>(ctx);
-      D::released(a->index, a->nbytes);
+      D::freed(a->index, a->nbytes);
       delete a;
     }
   };
@@ -128,7 +158,7 @@ struct HostDevice {
     const auto n = static_cast<int64_t>(st.nbytes());
     const auto index = device.has_index() ? device.index() : D::current();
     auto* ctx = new Adopted{st, n, index};
-    D::adopted(index, n);
+    D::allocated(index, n);
     at::DataPtr ptr(const_cast<void*>(st.data()), ctx, &Adopted::release, c10::Device(D::type, index));
     auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), n, std::move(ptr),
                                                       D::allocator(), /*resizable=*/true);
