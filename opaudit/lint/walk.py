@@ -283,10 +283,7 @@ class FileCheck:
         this walk only reads the fields that can hold code."""
         handlers = NODES.get(type(node))
         if handlers is not None:
-            self.current = node
-            for handler in handlers:
-                if handler(self, node):
-                    break
+            self._handle(node, handlers)
         self.stack.append(node)
         if type(node) in _SCOPE_TYPES:
             self._walk_scope(node)
@@ -305,12 +302,10 @@ class FileCheck:
         # a class body's names are not seen by the functions in it: only while it is the innermost scope
         hidden = None
         if len(self.shadows) > 1 and id(self.shadows[-1]) in self.class_scopes:
-            hidden = (self.shadows.pop(), self.scope_imports.pop(), self.scope_tables.pop())
+            hidden = self._pop_scope()
         import_nodes: list[cst.Import | cst.ImportFrom] = []
         names, imported = _local_names(node, deep=self.walrus, imports=import_nodes)
-        self.shadows.append(names)
-        self.scope_imports.append(imported)
-        self.scope_tables.append({})
+        self._push_scope((names, imported, {}))
         for statement in import_nodes:  # as at module level: what the scope's imports bind, before the walk
             self._bind(statement)  # reaches them (a nested def called later sees them), each rebinding in turn
         if isinstance(node, cst.ClassDef):
@@ -321,44 +316,47 @@ class FileCheck:
                 self._walk_first_for(child, hidden)
             else:
                 self.walk(child)
-        self.shadows.pop()
-        self.scope_imports.pop()
-        self.scope_tables.pop()
+        self._pop_scope()
         self.class_scopes.discard(id(names))
         self.scopes_seen.append(names)
         if hidden is not None:
-            self.shadows.append(hidden[0])
-            self.scope_imports.append(hidden[1])
-            self.scope_tables.append(hidden[2])
+            self._push_scope(hidden)
 
     def _walk_first_for(self, node: cst.CompFor, hidden: tuple | None) -> None:
         """A comprehension's first ``for``, as ``walk`` does it, but for its iterable, which Python evaluates in
         the enclosing scope (``[x for x in t.cuda.streams]`` in a class body sees the class's ``t``)."""
         handlers = NODES.get(cst.CompFor)
         if handlers is not None:
-            self.current = node
-            for handler in handlers:
-                if handler(self, node):
-                    break
+            self._handle(node, handlers)
         self.stack.append(node)
         for child in children(node):
             if child is not node.iter:
                 self.walk(child)
                 continue
-            own = (self.shadows.pop(), self.scope_imports.pop(), self.scope_tables.pop())
+            own = self._pop_scope()
             if hidden is not None:
-                self.shadows.append(hidden[0])
-                self.scope_imports.append(hidden[1])
-                self.scope_tables.append(hidden[2])
+                self._push_scope(hidden)
             self.walk(child)
             if hidden is not None:
-                self.shadows.pop()
-                self.scope_imports.pop()
-                self.scope_tables.pop()
-            self.shadows.append(own[0])
-            self.scope_imports.append(own[1])
-            self.scope_tables.append(own[2])
+                self._pop_scope()
+            self._push_scope(own)
         self.stack.pop()
+
+    def _handle(self, node: cst.CSTNode, handlers: list[Handler]) -> None:
+        """Run the handlers registered for ``node``'s type until one claims it."""
+        self.current = node
+        for handler in handlers:
+            if handler(self, node):
+                break
+
+    def _pop_scope(self) -> tuple[set[str], set[str], dict[str, Imported]]:
+        """The innermost scope's entries (its names, its imports' names, its import table), taken off."""
+        return self.shadows.pop(), self.scope_imports.pop(), self.scope_tables.pop()
+
+    def _push_scope(self, scope: tuple[set[str], set[str], dict[str, Imported]]) -> None:
+        self.shadows.append(scope[0])
+        self.scope_imports.append(scope[1])
+        self.scope_tables.append(scope[2])
 
     @property
     def parent(self) -> cst.CSTNode | None:
