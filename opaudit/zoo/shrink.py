@@ -227,6 +227,119 @@ def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
     return out
 
 
+# a timm model constructor's block counts: an int, or a list of them (one per stage); in a configuration object it
+# takes (a dataclass: ``cfg``), its fields of these names, and ``d`` of its block configurations
+_TIMM_DEPTHS = ("depth", "depths", "layers", "depth_list", "num_blocks", "num_blocks_list", "depth_token_only",
+                "serial_depths", "parallel_depth", "transformer_depths", "global_block_counts", "num_rnn_layers",
+                "cls_attn_layers", "stages", "block_config", "num_layers", "n_layers", "stage_blocks", "levels")
+TIMM_BLOCKS = 2  # blocks a stage keeps: the first of a stage often differs (a downsampling, an unshifted window)
+_TIMM_INPUT_KEYS = ("img_size", "input_size")
+TIMM_SIZE = 256  # inputs larger than this are halved while they stay a multiple of 32
+
+
+def _depth_cut(value: Any, path: str, out: dict[str, Any], depth: int = 0) -> None:
+    import dataclasses
+
+    key = path.rsplit(".", 1)[-1]
+    if key in _TIMM_DEPTHS or (key == "d" and depth > 0):
+        if _int(value) and value > TIMM_BLOCKS:
+            out[path] = TIMM_BLOCKS
+            return
+        if isinstance(value, (list, tuple)) and value and all(_int(x) for x in value) and max(value) > TIMM_BLOCKS:
+            out[path] = [min(x, TIMM_BLOCKS) for x in value]
+            return
+    if key == "block_args" and isinstance(value, (list, tuple)) and value \
+            and all(isinstance(x, (list, tuple)) for x in value) and max(len(x) for x in value) > TIMM_BLOCKS:
+        out[path] = [min(len(x), TIMM_BLOCKS) for x in value]  # blocks per stage, as its arch string repeats them
+        return
+    if depth >= 3:
+        return
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            _depth_cut(getattr(value, f.name), f"{path}.{f.name}", out, depth + 1)
+    elif isinstance(value, (list, tuple)) and depth > 0 and len(value) <= 16 and any(
+            dataclasses.is_dataclass(x) for x in value):  # a configuration's stages, each a block configuration
+        for i, x in enumerate(value):
+            _depth_cut(x, f"{path}.{i}", out, depth + 1)
+
+
+def _timm_cut(spec: str, level: str) -> dict[str, Any]:
+    """A timm architecture's cut: each stage's blocks to at most TIMM_BLOCKS, wherever its constructor takes
+    them (``layers``); and (``small``) an input larger than TIMM_SIZE halved while it stays a multiple of 32, the
+    model built for that size where it is built for one (``img_size``), at the pretrained configuration's
+    ``min_input_size`` at least."""
+    from opaudit.zoo.specs import TIMM_INPUT, _import_timm, timm_constructor, timm_input_size
+
+    base, own = split_overrides(spec)
+    name = base.removeprefix("timm:")
+    timm = _import_timm(spec)
+    _, seen = timm_constructor(timm, name)
+    out: dict[str, Any] = {}
+    for key, value in seen.items():
+        _depth_cut(value, key, out)
+    if level != "small":
+        return out
+    cfg = timm.models.get_pretrained_cfg(name)
+    c, h, w = timm_input_size(cfg.input_size if cfg is not None else None, own)
+    floor = max((cfg.min_input_size or (0, 0, 0))[1:] if cfg is not None else (0,))
+    size = h
+    while h == w and size > TIMM_SIZE and size % 64 == 0 and size // 2 >= floor:
+        size //= 2
+    if size != h:
+        if "img_size" in seen and not ("img_size" in own or TIMM_INPUT in own):
+            out["img_size"] = size
+            out[TIMM_INPUT] = [c, size, size]
+        elif cfg is not None and not getattr(cfg, "fixed_input_size", False) and TIMM_INPUT not in own:
+            out[TIMM_INPUT] = [c, size, size]
+    return out
+
+
+def _runs_on_meta(spec: str) -> bool:
+    """Whether ``spec``'s model builds and runs its forward pass on meta tensors (no memory): a cut whose sizes
+    do not agree fails here; a model that reads its data, or an op without a meta kernel, is given the benefit."""
+    import torch
+
+    from opaudit.zoo.run import _needs_data
+
+    named = load_spec(spec)
+    try:
+        with torch.device("meta"):
+            model = named.make_model()
+        x = torch.empty(2, *named.params["input_size"], device="meta")
+        with torch.no_grad():
+            model(x)
+    except NotImplementedError:
+        return True
+    except Exception as e:  # noqa: BLE001
+        text = str(e)
+        return _needs_data(text) or "meta" in text.lower()
+    return True
+
+
+def _timm_levels(spec: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """A timm architecture's levels: ``small`` (blocks and input cut), ``layers`` (blocks only), ``input`` (the
+    input only), ``full``; each cut kept where its model runs on meta."""
+    own = split_overrides(spec)[1]
+    try:
+        small = {k: v for k, v in _timm_cut(spec, "small").items() if k not in own}
+    except Exception:  # noqa: BLE001 - the model's own error shows when the spec itself runs
+        return [("full", spec, {})]
+    blocks = {k: v for k, v in small.items() if k not in _TIMM_INPUT_KEYS}
+    found: list[tuple[str, str, dict[str, Any]]] = []
+    for level, sets in (("small", small), ("layers", blocks),
+                        ("input", {k: v for k, v in small.items() if k in _TIMM_INPUT_KEYS})):
+        smaller = with_cut(spec, sets)
+        if not sets or any(s == smaller for _, s, _ in found):
+            continue
+        try:
+            if _runs_on_meta(smaller):
+                found.append((level, smaller, sets))
+        except Exception:  # noqa: BLE001 - a cut that does not build is left out
+            continue
+    found.append(("full", spec, {}))
+    return found
+
+
 def _sub_configs(config: dict[str, Any], prefix: str, depth: int = 0) -> Any:
     """``(prefix, sub-configuration)`` for each sub-configuration, nested ones too (a vision tower's own
     encoder): the dict fields named ``*_config``, ``encoder`` or ``decoder``."""
@@ -263,6 +376,9 @@ def cut(spec: str, level: str) -> dict[str, Any]:
     if spec.startswith("diffusers:"):
         own = split_overrides(spec)[1]
         return {k: v for k, v in _diffusers_cut(spec, level).items() if k not in own}
+    if spec.startswith("timm:"):
+        own = split_overrides(spec)[1]
+        return {k: v for k, v in _timm_cut(spec, level if level == "small" else "layers").items() if k not in own}
     if not spec.startswith("hf:"):
         return {}
     base, overrides = split_overrides(spec)
@@ -303,6 +419,8 @@ def levels(spec: str) -> list[tuple[str, str, dict[str, Any]]]:
     the spec as given always last."""
     import torch
 
+    if spec.startswith("timm:"):
+        return _timm_levels(spec)
     found: list[tuple[str, str, dict[str, Any]]] = []
     seen: set[str] = set()
     for level in LEVELS[:-1]:

@@ -898,7 +898,121 @@ def timm_models() -> list[str]:
     return sorted(names)
 
 
+TIMM_INPUT = "input_size"  # a timm spec's override of the input's size, opaudit's own (not passed to timm)
+
+
+def timm_input_size(default: Any, overrides: dict[str, Any]) -> tuple[int, int, int]:
+    """The (C, H, W) of a timm model's input: ``input_size`` of the overrides (an int for H = W, [H, W] or
+    [C, H, W]), else ``img_size`` (the model's own: a model built for that size takes it), else the pretrained
+    configuration's; ``in_chans`` sets C."""
+    c, h, w = tuple(default or (3, 224, 224))
+    size = overrides.get(TIMM_INPUT, overrides.get("img_size"))
+    if isinstance(size, int) and not isinstance(size, bool):
+        h = w = size
+    elif isinstance(size, (list, tuple)) and len(size) in (2, 3) and all(isinstance(x, int) for x in size):
+        *cs, h, w = size
+        c = cs[0] if cs else c
+    chans = overrides.get("in_chans")
+    if isinstance(chans, int) and not isinstance(chans, bool) and chans > 0:
+        c = chans
+    return int(c), int(h), int(w)
+
+
+def _set_path(value: Any, path: list[str], new: Any) -> Any:
+    """``value`` with ``path`` set to ``new``: a field of a configuration object (a dataclass), an item of a
+    dict or list; a list of counts given for a list of stages keeps that many blocks of each stage (its first
+    ones and its last)."""
+    import dataclasses
+
+    if not path:
+        if isinstance(value, (list, tuple)) and value and all(isinstance(x, (list, tuple)) for x in value) \
+                and isinstance(new, list) and len(new) == len(value) and all(isinstance(n, int) for n in new):
+            # each stage's first n - 1 blocks and its last (where a stage ends in a block of its own kind)
+            return type(value)(type(stage)(([*stage[:n - 1], *stage[-1:]] if n > 0 else [])
+                                           if n < len(stage) else stage) for stage, n in zip(value, new, strict=True))
+        return tuple(new) if isinstance(value, tuple) and isinstance(new, list) else new
+    head, rest = path[0], path[1:]
+    if isinstance(value, (list, tuple)) and head.isdigit() and int(head) < len(value):
+        items = list(value)
+        items[int(head)] = _set_path(items[int(head)], rest, new)
+        return type(value)(items)
+    if isinstance(value, dict) and head in value:
+        return {**value, head: _set_path(value[head], rest, new)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and hasattr(value, head):
+        return dataclasses.replace(value, **{head: _set_path(getattr(value, head), rest, new)})
+    raise InputError(f"override {'.'.join(path)}: {type(value).__name__} has no field {head!r}")
+
+
+def timm_constructor(timm: Any, name: str, edits: dict[str, Any] | None = None) -> tuple[type, dict[str, Any]]:
+    """The class of timm's model ``name`` and the keyword arguments its constructor runs with (its signature's
+    defaults, then what the entrypoint passed), read from a build on meta with ``edits`` applied."""
+    import torch
+
+    with torch.device("meta"):
+        cls = type(timm.create_model(name, pretrained=False))
+    seen: dict[str, Any] = {}
+    with torch.device("meta"), _timm_edited(cls, edits or {}, seen):
+        timm.create_model(name, pretrained=False)
+    return cls, seen
+
+
+class _timm_edited:
+    """While open, the first call of ``cls``'s constructor (the model's own, not an instance it builds inside)
+    runs with ``edits`` applied to its arguments; ``seen`` gets the arguments it ran with (defaults included)."""
+
+    def __init__(self, cls: type, edits: dict[str, Any], seen: dict[str, Any] | None = None) -> None:
+        self.cls, self.edits, self.seen = cls, edits, seen
+
+    def __enter__(self) -> None:
+        original = self.cls.__dict__.get("__init__")
+        init = self.cls.__init__  # type: ignore[misc]
+        signature = inspect.signature(init)
+        state = {"done": False}
+        edits, seen = self.edits, self.seen
+
+        def edited(obj: Any, *args: Any, **kwargs: Any) -> None:
+            if state["done"] or type(obj) is not self.cls:
+                return init(obj, *args, **kwargs)
+            state["done"] = True
+            bound = signature.bind_partial(obj, *args, **kwargs)
+            bound.apply_defaults()
+            values = dict(bound.arguments)
+            extra = values.pop(next((p.name for p in signature.parameters.values()
+                                     if p.kind is inspect.Parameter.VAR_KEYWORD), ""), None) or {}
+            values.update(extra)
+            for key, new in edits.items():
+                top, *rest = key.split(".")
+                if top not in values and (rest or not any(p.kind is inspect.Parameter.VAR_KEYWORD
+                                                          for p in signature.parameters.values())):
+                    raise InputError(f"override {key}: {self.cls.__name__} takes no argument {top!r}")
+                values[top] = _set_path(values.get(top), rest, new)
+            if seen is not None:
+                seen.update({k: v for k, v in values.items() if k != next(iter(signature.parameters))})
+            names = list(signature.parameters)
+            self_name = names[0]
+            values.pop(self_name, None)
+            positional = [values.pop(p.name) for p in signature.parameters.values()
+                          if p.kind is inspect.Parameter.POSITIONAL_ONLY and p.name in values]
+            var = next((p.name for p in signature.parameters.values() if p.kind is inspect.Parameter.VAR_POSITIONAL),
+                       None)
+            star = tuple(values.pop(var, ()) or ()) if var else ()
+            return init(obj, *positional, *star, **values)
+
+        self.original = original
+        self.cls.__init__ = edited  # type: ignore[misc]
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.original is None:
+            del self.cls.__init__  # type: ignore[misc]
+        else:
+            self.cls.__init__ = self.original  # type: ignore[misc]
+
+
 def _timm(spec: str, build: bool) -> Named:
+    """A timm architecture. Its overrides are its constructor's arguments: a key the model class's constructor
+    takes (``depth``, ``cfg.depths`` for a field of a configuration object it takes, ``block_args`` as blocks
+    per stage) is applied to the arguments the entrypoint calls it with; any other key goes to
+    ``timm.create_model``; ``input_size`` (opaudit's) sets the input's size."""
     base, overrides = split_overrides(spec)
     name = base.removeprefix("timm:")
     timm = _import_timm(spec)
@@ -907,13 +1021,27 @@ def _timm(spec: str, build: bool) -> Named:
         raise InputError(f"{spec}: timm {timm.__version__} has no model {name!r}",
                          hint=f"did you mean {', '.join(close)}?" if close else "e.g. timm:resnet50")
     cfg = timm.models.get_pretrained_cfg(name)
-    size = tuple((cfg.input_size if cfg is not None else None) or (3, 224, 224))
+    size = timm_input_size(cfg.input_size if cfg is not None else None, overrides)
     params = {"model": name, "input_size": list(size), **overrides}
     named = Named(spec, "timm", name, "", _hash(params, name, timm.__version__), params)
     if build:
         import torch
 
-        named.make_model = lambda: timm.create_model(name, pretrained=False, **overrides)
+        given = {k: v for k, v in overrides.items() if k != TIMM_INPUT}
+        split: dict[str, dict[str, Any]] = {}
+
+        def make_model() -> Any:
+            if not given:
+                return timm.create_model(name, pretrained=False)
+            if not split:
+                cls, seen = timm_constructor(timm, name)
+                split["init"] = {k: v for k, v in given.items() if k.split(".")[0] in seen}
+                split["create"] = {k: v for k, v in given.items() if k not in split["init"]}
+                split["cls"] = cls  # type: ignore[assignment]
+            with _timm_edited(split["cls"], split["init"]):  # type: ignore[arg-type]
+                return timm.create_model(name, pretrained=False, **split["create"])
+
+        named.make_model = make_model
         named.make_inputs = lambda: torch.randn(BATCH, *size, generator=torch.Generator().manual_seed(0))
     return named
 
