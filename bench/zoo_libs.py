@@ -3,6 +3,12 @@
 of every vendor.
 
     python bench/zoo_libs.py [--library diffusers|timm ...] [--jobs 2] [--timeout 300] [--limit N]
+                             [--sample families:N]
+
+``--sample families:N`` measures a deterministic sample instead of the whole library: the first N models
+(alphabetically) of each family, a family being the module that registers the model (timm's model files,
+diffusers' classes are each their own); the results name the sample's rule and every model in it, and count
+only it.
 
 Writes bench/results/zoo_<library>.json: how many models were traced, how many of them for real (not on meta),
 the failures by reason with each model's error, the cut each model was traced with, the wall time with --jobs,
@@ -43,18 +49,46 @@ def grouped(failed: list[dict]) -> list[dict]:
             for (reason, error), models in sorted(groups.items(), key=lambda kv: -len(kv[1]))]
 
 
+def family_of(library: str, spec: str) -> str:
+    """The module that registers a model: timm's model file (``timm.models.resnet``); a diffusers class is its own."""
+    if library == "timm":
+        from timm.models import _registry
+
+        return _registry._model_to_module.get(spec.removeprefix("timm:"), "?")
+    return spec
+
+
+def sampled(library: str, specs: list[str], sample: str | None) -> list[str]:
+    """``families:N``: the first N specs, alphabetically, of each family (:func:`family_of`), in that order."""
+    if not sample:
+        return specs
+    rule, _, n = sample.partition(":")
+    if rule != "families" or not n.isdigit() or int(n) < 1:
+        raise SystemExit(f"--sample {sample}: expected families:N (N >= 1)")
+    families: dict[str, list[str]] = {}
+    for spec in sorted(specs):
+        families.setdefault(family_of(library, spec), []).append(spec)
+    return [s for family in sorted(families) for s in families[family][: int(n)]]
+
+
 def run(library: str, args: argparse.Namespace) -> dict:
     import torch
 
     from opaudit.errors import InputError
     from opaudit.zoo.run import run_zoo
+    from opaudit.zoo.shrink import cut_text
     from opaudit.zoo.specs import all_specs
 
     load_before = os.getloadavg()
     try:
-        specs = all_specs(library)[: args.limit]
+        every = all_specs(library)
     except InputError as e:  # the library itself is missing: said, not run
         return {"library": library, "error": e.message, "hint": e.hint, "models": 0}
+    try:
+        specs = sampled(library, every, args.sample)[: args.limit]
+    except ImportError as e:  # timm does not import here: its families are not known, the whole list is kept
+        print(f"{library}: no sample ({e}); every model", flush=True)
+        specs = every[: args.limit]
     cache = args.cache or Path(tempfile.mkdtemp(prefix=f"opaudit-zoo-{library}-"))
     done = Counter()
 
@@ -84,7 +118,14 @@ def run(library: str, args: argparse.Namespace) -> dict:
         "machine": {"cpus": os.cpu_count(), "load_before": [round(x, 1) for x in load_before],
                     "load_after": [round(x, 1) for x in load_after], "python": platform.python_version()},
         "versions": {"torch": torch.__version__, library: version(library), "torchvision": version("torchvision")},
-        "options": {"jobs": args.jobs, "timeout_s": args.timeout, "limit": args.limit, "shrink": True},
+        "options": {"jobs": args.jobs, "timeout_s": args.timeout, "limit": args.limit, "shrink": True,
+                    "sample": args.sample},
+        "library_models": len(every),
+        # what was measured: the whole library, or the sample's rule and each model in it
+        "sample": {"rule": f"the first {args.sample.partition(':')[2]} models, alphabetically, of each module that "
+                           f"registers {library}'s models" if args.sample else "every model",
+                   "families": len({family_of(library, s) for s in specs}) if args.sample else None,
+                   "specs": specs if args.sample else None},
         "models": len(specs),
         "traced": len(ok),
         "traced_real": len(real),
@@ -101,6 +142,10 @@ def run(library: str, args: argparse.Namespace) -> dict:
         # each failure with its reason, models that failed alike together (all of timm where it does not import)
         "failures": grouped(first.failed),
         "on_meta": {r["spec"]: r.get("mode_reason") for r in ok if r["mode"] != "real"},
+        # each model traced: the cut it was traced with (zoo.csv's `cut`) and the levels tried before it
+        "cut_by_model": {r["spec"]: {"cut": cut_text(r), "mode": r["mode"], "duration_s": r.get("duration_s"),
+                                     "tried": [t["level"] + ": " + t["reason"] for t in (r.get("cut") or {}).get(
+                                         "tried") or []]} for r in ok},
         "goals": GOALS,
         "met": {"real_share": len(real) / max(1, len(specs)) >= GOALS["real_share"]},
     }
@@ -112,6 +157,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--limit", type=int, default=None, help="only the first N models of each library")
+    ap.add_argument("--sample", default=None, help="families:N: the first N models of each family (module), "
+                    "alphabetically, instead of every model")
     ap.add_argument("--cache", type=Path, default=None, help="a cache folder to keep (default: a fresh one, removed)")
     ap.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args()
