@@ -272,6 +272,7 @@ def _child(job: Job, conn: Any, parent: int | None = None) -> None:
 
 
 _CONTEXT: Any = None
+_PRELOAD: list[str] = []  # more modules for the fork server, named by the first zoo of this process (timm's)
 
 
 def _context() -> Any:
@@ -292,7 +293,7 @@ def _context() -> Any:
                                              "opaudit.rehearsal.simulator", "opaudit.rehearsal.device",
                                              "opaudit.lint.engine", "opaudit.lint.rules", "opaudit.matrix.cuda_dtypes",
                                              "opaudit.matrix.probe", "opaudit.zoo.specs", "opaudit.zoo.shrink",
-                                             "opaudit.zoo.run"])
+                                             "opaudit.zoo.run", *_PRELOAD])
     return _CONTEXT
 
 
@@ -367,20 +368,28 @@ def default_memory(jobs: int) -> int | None:
 
 
 def _resolutions(cache: Path | None) -> tuple[Path | None, dict[str, list[Any]]]:
-    """The cache's table of resolved model-type specs (``hf:llama?...``: family, head, configuration hash) for
-    this transformers and opaudit: such a spec resolves the same until one of them changes, and a rerun from
-    the cache need not build 400 configurations again."""
+    """The cache's table of resolved specs of a library's own models (``hf:llama?...``, ``diffusers:UNet2DModel``,
+    ``timm:resnet50``: family, head, configuration hash, fixes) for these libraries and this resolver: such a spec
+    resolves the same until one of them changes, and a rerun from the cache need not build 400 configurations (or
+    fill 160 diffusers classes' defaults) again. The stamp reads the libraries' versions from their metadata, so
+    that a rerun imports none of them, and the resolver's own source, so that a changed resolver resolves anew."""
     if cache is None:
         return None, {}
-    try:
-        import transformers
+    from importlib import metadata
 
-        version = transformers.__version__
-    except ImportError:
-        return None, {}
     from opaudit.zoo.specs import fixes_version
 
-    stamp = f"{version}/{opaudit.__version__}/{fixes_version()}"  # a changed fix resolves its model type anew
+    versions = []
+    for name in ("transformers", "diffusers", "timm"):
+        try:
+            versions.append(f"{name}={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{name}=none")
+    here = Path(__file__).resolve().parent
+    resolver = hashlib.sha256()
+    for source in sorted(here.glob("*.py")):  # the specs, their shrink and diffusers' defaults and fixes
+        resolver.update(source.read_bytes())
+    stamp = f"{'/'.join(versions)}/{opaudit.__version__}/{fixes_version()}/{resolver.hexdigest()}"
     path = cache / f"specs-{hashlib.sha256(stamp.encode()).hexdigest()[:12]}.json"
     try:
         table = json.loads(path.read_text(encoding="utf-8"))
@@ -390,8 +399,9 @@ def _resolutions(cache: Path | None) -> tuple[Path | None, dict[str, list[Any]]]
 
 
 def _by_type(spec: str) -> bool:
-    """``hf:<model_type>[:Head][?overrides]``: resolved from transformers alone (not a file, not the hub cache)."""
-    return re.fullmatch(r"hf:[\w.-]+(:\w+)?(\?.*)?", spec) is not None
+    """A model of a library resolved from the library alone (not a file, not the hub cache):
+    ``hf:<model_type>[:Head][?overrides]``, ``diffusers:<ClassName>[?overrides]``, ``timm:<name>[?overrides]``."""
+    return re.fullmatch(r"(hf:[\w.-]+(:\w+)?|diffusers:\w+|timm:[\w.-]+)(\?.*)?", spec) is not None
 
 
 def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str, device: str, timeout: float,
@@ -513,6 +523,8 @@ def run_zoo(specs: Sequence[str], *, targets: Sequence[str] | None = None, train
         if on_result is not None:
             on_result(record)
 
+    if any(job.spec.startswith("timm:") for job in todo) and "opaudit.zoo._preload_timm" not in _PRELOAD:
+        _PRELOAD.append("opaudit.zoo._preload_timm")  # timm's import, seconds, once (where no model ran yet)
     if todo:
         if executor == "ray":
             from opaudit.zoo.distributed import run_on_ray

@@ -149,3 +149,29 @@ def test_the_summary_tells_native_runs_from_cpu_fallback_runs():
     z = ZooResult([model("a", "runs"), model("b", "cpu_fallback"), model("c", "fails")], ["ascend@2.6.0"], False)
     line = next(x for x in summary(z) if x.startswith("  ascend@2.6.0"))
     assert line.startswith("  ascend@2.6.0: 1/3 run; 1 with ops on the CPU fallback; 1 fail"), line
+
+
+def test_a_rerun_resolves_library_models_from_the_cache_without_the_library(tmp_path, monkeypatch):
+    """A diffusers class's defaults (and a transformers model type's configuration) are resolved once: a rerun
+    plans the same jobs from the cache's table, without building a configuration or filling defaults again."""
+    import opaudit.zoo.specs as specs
+    from opaudit.zoo.run import plan
+
+    pytest.importorskip("diffusers", reason="diffusers is in .[test]")
+    models = ["diffusers:UNet2DModel?sample_size=8&block_out_channels=[8,8,16,16]&norm_num_groups=4",
+              "hf:bert?num_hidden_layers=1"]
+    options = dict(targets=["cuda@2.13"], train=True, mode="auto", device="cuda", timeout=60, memory=None,
+                   threads=1, cache=tmp_path)
+    first, bad = plan(models, **options)
+    assert not bad and [j.family for j in first] == ["UNet2DModel", "bert"]
+
+    def unresolvable(spec, build=True):
+        raise AssertionError(f"{spec} resolved again")
+
+    monkeypatch.setattr(specs, "load_spec", unresolvable)
+    again, bad = plan(models, **options)
+    assert not bad and [(j.key, j.family, j.config_hash) for j in again] == \
+        [(j.key, j.family, j.config_hash) for j in first]
+    # a file or a hub-cache spec is resolved every time: its content can change under the same name
+    _, bad = plan(["hf:acme/tiny-gpt"], **options)
+    assert "resolved again" in bad["hf:acme/tiny-gpt"]["error"]
