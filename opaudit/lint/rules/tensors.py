@@ -4,23 +4,45 @@
   where the receiver is known to be a tensor or module (``opaudit/lint/receivers.py``), unsafe elsewhere,
   and the message says which.
 - The legacy typed tensors ``torch.cuda.FloatTensor`` and friends (OA109): a call with literal sizes or
-  data becomes ``torch.empty`` / ``torch.tensor`` with dtype and device; a class test or a ``.type(...)``
+  data becomes ``torch.empty`` / ``torch.tensor`` with dtype and device; elsewhere the class becomes the
+  plugin's own where it has them (``torch.npu.FloatTensor``), else a class test or a ``.type(...)``
   conversion gets a suggestion.
+- An alias of one on a target without typed classes (``Tensor = torch.cuda.FloatTensor if cuda else
+  torch.FloatTensor``, the GAN style) is one port with its uses (``TypedAliases``, found before the walk):
+  the alias becomes ``functools.partial(torch.tensor, dtype=..., device="musa" if cuda else "cpu")``, a call
+  with sizes ``torch.empty(..., **Tensor.keywords)``, ``x.type(Tensor)`` ``x.to(**Tensor.keywords)``, and a
+  call with data stays as it is. Where one use has no such rewrite (a class test, the class passed on, a
+  call that may be given a size or data), none is made and the alias's finding says why.
 
-Examples: rules/catalogue.toml [OA101], [OA108], [OA109]; tests/lint/test_typed_tensors.py.
+Examples: rules/catalogue.toml [OA101], [OA108], [OA109]; tests/lint/test_typed_tensors.py,
+tests/lint/test_typed_aliases.py.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 import libcst as cst
 
-from opaudit.lint.receivers import Receivers
+from opaudit.lint.receivers import TYPED_CLASSES, Receivers
+from opaudit.lint.rules.apis import _stuck_probes as stuck_probes
 from opaudit.lint.rules.apis import rule_suggestion
-from opaudit.lint.walk import FileCheck, comma, dotted, expr, file_state, node_code, on_api, on_attribute, on_method
+from opaudit.lint.walk import (
+    FileCheck,
+    children,
+    comma,
+    dotted,
+    expr,
+    file_state,
+    node_code,
+    on,
+    on_api,
+    on_attribute,
+    on_finish,
+    on_method,
+)
 
 
 @file_state
@@ -159,9 +181,12 @@ def _typed_tensor(c: FileCheck, node: cst.CSTNode, q: str) -> None:
     """OA109: a legacy typed CUDA tensor. Called with sizes that are int literals it is ``torch.empty`` of them,
     with one list or tuple literal the tensor of that data: both are safe fixes (dtype and device written
     out). Anything else stays a suggestion: a variable argument may be a size or data, and ``isinstance`` or
-    ``.type(...)`` against the class has no one-expression equivalent."""
+    ``.type(...)`` against the class has no one-expression equivalent. An alias's class is its group's
+    (TypedAliases)."""
     if c.target.keeps_cuda:
         return  # ROCm: torch.cuda's typed tensors are HIP's
+    if id(node) in c.state(TypedAliases).classes:
+        return  # an alias's class: its group's finding (_typed_alias)
     rule = c.rules["OA109"]
     dtype = _TYPED_DTYPES.get(q.rsplit(".", 1)[-1].removesuffix("Tensor"))
     text = c.device_text(None)
@@ -200,3 +225,373 @@ def _typed_tensor(c: FileCheck, node: cst.CSTNode, q: str) -> None:
             why = " (a conversion: .to(device, dtype))"
     c.report(node, "OA109", f"{rule.summary}: `{q}`{why}", suggestion=suggestion)
 
+
+# -- an alias of a typed class on a target without them, rewritten with its uses ---------------------------------
+# numpy's array makers: called with a value, they return an ndarray (data for a typed class, never a size)
+_NUMPY_ARRAYS = frozenset({"array", "asarray", "ascontiguousarray", "zeros", "ones", "empty", "full", "zeros_like",
+                           "ones_like", "full_like", "arange", "linspace", "stack", "concatenate", "vstack", "hstack",
+                           "eye", "identity", "tile", "repeat"})
+# numpy.random's samplers and the index of their ``size`` argument: with a size they return an ndarray, without
+# one a number (``np.random.randint(0, 10)`` is an int, which a typed class takes as a size); None: always an array
+_NUMPY_SAMPLERS = {"rand": 0, "randn": 0, "random": 0, "random_sample": 0, "ranf": 0, "sample": 0,
+                   "standard_normal": 0, "randint": 2, "normal": 2, "uniform": 2, "binomial": 2, "beta": 2,
+                   "gamma": 2, "poisson": 1, "exponential": 1, "choice": 1, "permutation": None}
+_ALIAS_LINE = re.compile(rb"^[ \t]*\w+[ \t]*=[^=\n][^\n]*Tensor\b", re.M)  # (a file without one has no alias)
+_SCOPE_NODES = (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+@dataclass
+class AliasGroup:
+    """``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`` and the uses of ``Tensor``."""
+
+    name: str
+    value: cst.BaseExpression  # the alias's value, which the group's finding is on
+    cls: str  # the CUDA class it names (torch.cuda.FloatTensor)
+    dtype: str = ""  # float32
+    device: str = ""  # the new device expression: "musa" if cuda else "cpu"
+    why: str | None = None  # why the group stays as it is; None: it is rewritten
+    sizes: int = 0  # calls with sizes, rewritten to torch.empty(..., **Tensor.keywords)
+    data: int = 0  # calls with data, left as they are (the alias is torch.tensor of its dtype and device)
+    conversions: int = 0  # x.type(Tensor), rewritten to x.to(**Tensor.keywords)
+    fix: str = "safe"
+    uses: dict[int, cst.Call] = field(default_factory=dict)  # id(call) -> its rewrite
+
+
+@file_state
+@dataclass
+class TypedAliases:
+    """The aliases of typed CUDA classes in a file, found before the walk: on a target whose plugin has no typed
+    classes (coverage_db/curated/vendors.toml ``legacy_types``), an alias and all its uses are one port."""
+
+    groups: dict[int, AliasGroup]  # id(an alias's value) -> its group
+    classes: dict[int, AliasGroup]  # id(a class named in an alias's value) -> its group
+    uses: dict[int, AliasGroup]  # id(a call to rewrite) -> its group
+
+    @classmethod
+    def start(cls, c: FileCheck, module: cst.Module, source: bytes) -> TypedAliases:
+        state = cls({}, {}, {})
+        t = c.target
+        if t.keeps_cuda or not c.on("OA109") or not _ALIAS_LINE.search(source) or _typed_twin(t.name):
+            return state
+        device = c.device_expr(None) if t.neutral else f'"{t.device}"' if t.device else None
+        if device is None:
+            return state
+        finder = _AliasFinder(c, module, source, device)
+        for group in finder.groups():
+            state.groups[id(group.value)] = group
+            for n in (group.value.body, group.value.orelse) if isinstance(group.value, cst.IfExp) else (group.value,):
+                state.classes[id(n)] = group
+            if group.why is None:
+                state.uses.update((u, group) for u in group.uses)
+        return state
+
+
+class _AliasFinder:
+    """The alias groups of one module (TypedAliases): each alias, its uses, and whether every use has a rewrite."""
+
+    def __init__(self, c: FileCheck, module: cst.Module, source: bytes, device: str):
+        self.c = c
+        self.module = module
+        self.device = device
+        self.receivers = c.state(Tensors).receivers
+        self.script = b"__main__" in source or b"parse_args(" in source
+
+    def groups(self) -> list[AliasGroup]:
+        out: list[AliasGroup] = []
+        todo: list[tuple[cst.CSTNode, list[cst.CSTNode], cst.CSTNode]] = [(self.module, [self.module], self.module)]
+        while todo:  # the assignments of module and function scopes (a class body's are attributes)
+            node, scopes, above = todo.pop()
+            if isinstance(node, cst.Assign):
+                group = self._alias(node, scopes)
+                if group is not None:
+                    out.append(group)
+                    if group.why is None and "noqa" in node_code(above):
+                        group.why = "the alias is marked noqa"
+                continue
+            if isinstance(node, (cst.ClassDef, cst.Lambda, *_SCOPE_NODES[3:])):
+                continue
+            inner = [*scopes, node] if isinstance(node, cst.FunctionDef) else scopes
+            for child in children(node):
+                todo.append((child, inner if isinstance(node, cst.FunctionDef) and child is node.body else scopes,
+                             node))
+        return out
+
+    def _resolve(self, node: cst.CSTNode, scopes: list[cst.CSTNode]) -> str | None:
+        """``c.qualname`` of ``node`` where no function of ``scopes`` binds its root (the walk has not reached it)."""
+        root = (dotted(node) or "").split(".")[0]
+        if not root or any(root in self.receivers.bindings(s) for s in scopes[1:]):
+            return None
+        return self.c.qualname(node)
+
+    def _alias(self, node: cst.Assign, scopes: list[cst.CSTNode]) -> AliasGroup | None:
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return None
+        value = node.value
+        branches = [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
+        names = [self._resolve(b, scopes) if isinstance(b, (cst.Attribute, cst.Name)) else None for b in branches]
+        cuda = [q for q in names if q and q.startswith("torch.cuda.") and q.rsplit(".", 1)[-1] in TYPED_CLASSES]
+        if not cuda:
+            return None
+        name = node.targets[0].target.value
+        group = AliasGroup(name, value, cuda[0])
+        kind = cuda[0].rsplit(".", 1)[-1]
+        dtype = _TYPED_DTYPES.get(kind.removesuffix("Tensor"))
+        if dtype is None:  # DoubleTensor: OA206's
+            group.why = f"`{kind}` has no dtype this port writes"
+            return group
+        group.dtype = dtype
+        if isinstance(value, cst.IfExp):
+            on_device = [q == f"torch.cuda.{kind}" for q in names]
+            if sorted(names, key=str) != sorted([f"torch.cuda.{kind}", f"torch.{kind}"]):
+                group.why = "its branches are not the same class on CUDA and on the CPU"
+                return group
+            test = node_code(value.test).strip()
+            group.device = f'{self.device} if {test} else "cpu"' if on_device[0] else \
+                f'"cpu" if {test} else {self.device}'
+        else:
+            group.device = self.device
+        scope = scopes[-1]
+        if name in self.receivers._declared_names():
+            group.why = f"`{name}` is declared global or nonlocal"
+            return group
+        if len(self.receivers.bindings(scope).get(name, ())) != 1:
+            group.why = f"`{name}` is bound more than once"
+            return group
+        if not isinstance(scope, cst.FunctionDef) and not self.script and not name.startswith("_"):
+            group.fix = "unsafe"  # another module may import it, and call it as a class
+        self._uses(group, node, scopes)
+        return group
+
+    def _uses(self, group: AliasGroup, assign: cst.Assign, chain: list[cst.CSTNode]) -> None:
+        """Each use of the alias in its scope (the last of ``chain``, which starts with the module) and the scopes
+        below that do not bind its name: a rewrite for each, or the reason of the first that has none."""
+        name = group.name
+        scope = chain[-1]
+        body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+        todo: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...], list[cst.CSTNode]]] = [(body, (), chain)]
+        while todo and group.why is None:
+            node, parents, scopes = todo.pop()
+            if node is assign.targets[0].target:
+                continue
+            if isinstance(node, _SCOPE_NODES) and node is not body:
+                if name in self.receivers.bindings(node):
+                    if isinstance(node, cst.ClassDef):  # (its methods would still see the alias)
+                        group.why = f"class {node.name.value} binds `{name}` too"
+                    continue  # its own `name`
+                scopes = [*scopes, node]
+            if isinstance(node, cst.Name) and node.value == name:
+                self._use(group, node, parents, scopes)
+                continue
+            parents = (*parents, node)
+            for child in children(node):
+                if isinstance(node, cst.Attribute) and child is node.attr:
+                    continue
+                if isinstance(node, cst.Arg) and child is node.keyword:
+                    continue
+                todo.append((child, parents, scopes))
+
+    def _use(self, group: AliasGroup, node: cst.Name, parents: tuple[cst.CSTNode, ...],
+             scopes: list[cst.CSTNode]) -> None:
+        name = group.name
+        parent = parents[-1] if parents else None
+        statement = next((p for p in reversed(parents) if isinstance(p, (cst.SimpleStatementLine,
+                                                                           cst.BaseCompoundStatement))), None)
+        if statement is not None and "noqa" in node_code(statement):
+            group.why = "a use of it is marked noqa"
+            return
+        if isinstance(parent, cst.Call) and parent.func is node:
+            kind = self._call_kind(parent, scopes, parents)
+            if kind is None:
+                group.why = f"`{_short(parent)}` may be given a size or data (not known which)"
+            elif kind == "data":
+                group.data += 1
+            else:
+                group.sizes += 1
+                args = list(parent.args) or [cst.Arg(cst.Integer("0"))]
+                if args[-1].comma == cst.MaybeSentinel.DEFAULT:
+                    args[-1] = args[-1].with_changes(comma=comma())
+                group.uses[id(parent)] = parent.with_changes(
+                    func=expr("torch.empty"), args=[*args, cst.Arg(expr(f"{name}.keywords"), star="**")])
+            return
+        call = parents[-2] if len(parents) >= 2 else None
+        if isinstance(parent, cst.Arg) and isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+            if call.func.attr.value == "type" and len(call.args) == 1 and parent.keyword is None and not parent.star:
+                group.conversions += 1
+                group.uses[id(call)] = call.with_changes(
+                    func=call.func.with_changes(attr=cst.Name("to")),
+                    args=[cst.Arg(expr(f"{name}.keywords"), star="**")])
+                return
+        if isinstance(parent, cst.Arg) and isinstance(call, cst.Call):
+            if isinstance(call.func, cst.Name) and call.func.value in ("isinstance", "issubclass"):
+                group.why = f"`{_short(call)}` is a class test"
+            else:
+                group.why = f"`{_short(call)}` is given the class itself"
+        elif isinstance(parent, cst.Attribute):
+            group.why = f"`{_short(parent)}` reads an attribute of the class"
+        else:
+            group.why = f"`{_short(parent or node)}` uses the class as a value"
+
+    def _call_kind(self, call: cst.Call, scopes: list[cst.CSTNode], parents: tuple[cst.CSTNode, ...]) -> str | None:
+        """"sizes" or "data": what a typed class is given; None where it is not known (a variable argument)."""
+        if any(a.keyword is not None or a.star for a in call.args):
+            return None
+        if len(call.args) != 1:
+            return "sizes"  # (a typed class takes data as one argument; none: an empty tensor)
+        arg = call.args[0].value
+        if isinstance(arg, cst.Name):
+            value = _reaching(arg.value, parents)
+            if value is not None:
+                return self._value_kind(value, scopes, 1)
+        return self._value_kind(arg, scopes, 0)
+
+    def _value_kind(self, node: cst.CSTNode, scopes: list[cst.CSTNode], depth: int) -> str | None:
+        if isinstance(node, cst.Integer):
+            return "sizes"
+        if isinstance(node, (cst.List, cst.Tuple, cst.ListComp)):
+            return "data"
+        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and \
+                node.value.attr.value == "shape" and len(node.slice) == 1 and \
+                isinstance(node.slice[0].slice, cst.Index) and isinstance(node.slice[0].slice.value, cst.Integer):
+            return "sizes"  # x.shape[0]: an int, of a tensor or an ndarray
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("size", "numel", "dim") and \
+                    self._resolve(node.func, scopes) is None:
+                return "sizes"  # a tensor's (an ndarray's size is no method)
+            if isinstance(node.func, cst.Name) and node.func.value in ("len", "int") and \
+                    self._resolve(node.func, scopes) is None and node.func.value not in self.receivers.bindings(
+                        scopes[0]):
+                return "sizes"
+            q = self._resolve(node.func, scopes) or ""
+            if q.startswith("numpy.random."):
+                if q.count(".") != 2 or q.rsplit(".", 1)[-1] not in _NUMPY_SAMPLERS:
+                    return None
+                at = _NUMPY_SAMPLERS[q.rsplit(".", 1)[-1]]
+                sized = at is None or any(a.keyword is not None and a.keyword.value == "size" for a in node.args) or \
+                    len([a for a in node.args if a.keyword is None and not a.star]) > at
+                return "data" if sized else None
+            if q.startswith("numpy.") and q.count(".") == 1 and q.split(".")[1] in _NUMPY_ARRAYS:
+                return "data"
+            return None
+        if isinstance(node, cst.Name) and depth < 3:  # a name every binding of which is one kind, where it is used
+            if node.value in self.receivers._declared_names():
+                return None
+            for s in reversed(scopes):
+                bindings = self.receivers.bindings(s).get(node.value)
+                if bindings is None:
+                    continue
+                kinds = {self._value_kind(what, scopes[:scopes.index(s) + 1], depth + 1) if how == "value" else None
+                         for how, what in bindings}
+                return kinds.pop() if len(kinds) == 1 else None
+        return None
+
+
+def _reaching(name: str, parents: tuple[cst.CSTNode, ...]) -> cst.BaseExpression | None:
+    """The value of ``name = value``, the assignment that reaches a use of ``name`` (``parents``: the nodes above
+    the use) in straight-line code: the last one before the use's statement in its block, or in a block around it
+    that no loop (a later binding of a loop's body would reach the use too) or scope lies between; None where there
+    is none, or a statement between them names ``name`` at all."""
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    for i in range(len(parents) - 1, 0, -1):
+        block, child = parents[i - 1], parents[i]
+        if isinstance(block, _SCOPE_NODES) or isinstance(block, (cst.For, cst.While)) and child is block.body:
+            return None
+        if not isinstance(block, (cst.IndentedBlock, cst.Module)) or child not in block.body:
+            continue
+        before = list(block.body[:block.body.index(child)])
+        for statement in reversed(before):
+            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and \
+                len(statement.body) == 1 else None
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
+                    isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value == name:
+                return small.value
+            if word.search(node_code(statement)):
+                return None  # bound or changed some other way
+    return None
+
+
+def _short(node: cst.CSTNode) -> str:
+    text = " ".join(node_code(node).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@on(cst.Assign)
+def _typed_alias(c: FileCheck, node: cst.Assign) -> None:
+    """The finding of an alias group (TypedAliases), on the alias's value: its rewrite, or why there is none."""
+    group = c.state(TypedAliases).groups.get(id(node.value))
+    if group is None:
+        return
+    rule = c.rules["OA109"]
+    if group.why is not None:
+        c.report(node.value, "OA109", f"{rule.summary}: `{group.cls}` in `{group.name}`, an alias of it (not "
+                 f"rewritten: {group.why}; {c.target.title} has no typed tensor classes, and the alias is rewritten "
+                 "with all its uses or not at all)", suggestion=rule_suggestion(c, rule))
+        return
+    if "functools" not in c.top_imports:  # imported with the fix, and taken out again where it is not applied
+        c.plan.add_imports.add("functools")
+        c.plan.remove_imports.add(("functools", None, None))
+    new = f"functools.partial(torch.tensor, dtype=torch.{group.dtype}, device={group.device})"
+    n = group.name
+    done = [f"{group.sizes} call{'s' * (group.sizes != 1)} with sizes -> torch.empty(..., **{n}.keywords)",
+            f"{group.data} call{'s' * (group.data != 1)} with data, kept (the alias builds the tensor)",
+            f"{group.conversions} x.type({n}) -> x.to(**{n}.keywords)"]
+    uses = "; ".join(d for d, k in zip(done, (group.sizes, group.data, group.conversions), strict=True) if k)
+    why = "" if group.fix == "safe" else f"; unsafe: another module may import `{n}` and call it as a class"
+    c.report(node.value, "OA109", f"{rule.summary}: `{n}`, an alias of `{group.cls}` -> a factory of "
+             f"torch.{group.dtype} tensors on the device ({c.target.title} has no typed tensor classes), rewritten "
+             f"with its uses: {uses or 'none'}{why}", expr(new), fix=group.fix)
+
+
+@on(cst.Call)
+def _typed_alias_use(c: FileCheck, node: cst.Call) -> None:
+    group = c.state(TypedAliases).uses.get(id(node))
+    if group is not None:
+        what = "sizes" if isinstance(node.func, cst.Name) else "a conversion"
+        c.report(node, "OA109", f"{c.rules['OA109'].summary}: a call of `{group.name}`, an alias of `{group.cls}` "
+                 f"({what}; rewritten with the alias)", group.uses[id(node)], fix=group.fix)
+
+
+@on_finish
+def _alias_groups_whole(c: FileCheck) -> None:
+    """A use of an alias inside what another finding rewrites is rewritten inside that rewrite (which was built
+    from the original node); where it cannot be, the group is not rewritten, and the file's probes stay CUDA's
+    (a probe ported alone would send the device down the path of the alias it kept)."""
+    state = c.state(TypedAliases)
+    if not state.uses:
+        return
+    mine = [r for r in c.plan.reports if id(r.node) in state.uses and r.code == "OA109" and r.replacement is not None]
+    broken: set[int] = set()
+    for r in c.plan.reports:
+        for use in mine:
+            if use is r or r.replacement is None or id(r.node) not in use.ancestors:
+                continue
+            swap = _Substitute(use.node, use.replacement)
+            new = r.replacement.visit(swap)
+            if swap.done and isinstance(new, cst.CSTNode):
+                r.replacement = new
+            else:  # the rewrite around it was not built from its node
+                broken.add(id(state.uses[id(use.node)].value))
+    if not broken:
+        return
+    for r in list(c.plan.reports):
+        if r.code != "OA109":
+            continue
+        if id(r.node) in state.groups and id(r.node) in broken:
+            r.suggestion, r.replacement = node_code(r.replacement) if r.replacement else None, None
+            r.message += " (not rewritten: a use of the alias sits inside another rewrite)"
+        elif id(r.node) in state.uses and id(state.uses[id(r.node)].value) in broken:
+            c.plan.reports.remove(r)
+    stuck_probes(c)
+
+
+class _Substitute(cst.CSTTransformer):
+    """One node replaced by identity (``done`` once it was found)."""
+
+    def __init__(self, old: cst.CSTNode, new: cst.CSTNode | None):
+        super().__init__()
+        self.old, self.new, self.done = old, new, False
+
+    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def, override]
+        if original_node is self.old and self.new is not None:
+            self.done = True
+            return self.new
+        return updated_node

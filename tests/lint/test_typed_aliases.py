@@ -1,0 +1,204 @@
+"""OA109 on a target whose plugin has no typed tensor classes (musa, neutral; coverage_db/curated/vendors.toml
+``legacy_types``): ``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`` and its uses are one port.
+The alias becomes a factory of tensors of its dtype on the device (the CPU where the flag is false); a call with
+sizes becomes ``torch.empty(..., **Tensor.keywords)``, ``x.type(Tensor)`` becomes ``x.to(**Tensor.keywords)``, a
+call with data stays as it is. Where any use has no rewrite (a class test, the class passed on, a call that may be
+given a size or data), nothing of the group is rewritten and its finding says why."""
+
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+import pytest
+import torch
+from helpers import run_cli
+
+from opaudit.lint import Settings, fix_source, lint_source
+
+HEAD = (
+    "import argparse\n"
+    "import numpy as np\n"
+    "import torch\n"
+    "from torch.autograd import Variable\n"
+    "\n"
+    "opt = argparse.ArgumentParser().parse_args([])\n"
+    "cuda = True if torch.cuda.is_available() else False\n"
+)
+PROGRAM = HEAD + (
+    "Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
+    "LongTensor = torch.cuda.LongTensor if cuda else torch.LongTensor\n"
+    "\n"
+    "\n"
+    "def sample(n_row):\n"
+    "    labels = np.array([num for _ in range(n_row) for num in range(n_row)])\n"
+    "    labels = Variable(LongTensor(labels))\n"
+    "    return labels\n"
+    "\n"
+    "\n"
+    "imgs = torch.arange(6, dtype=torch.float64).reshape(3, 2)\n"
+    "valid = Variable(Tensor(imgs.size(0), 1).fill_(1.0), requires_grad=False)\n"
+    "real = Variable(imgs.type(Tensor))\n"
+    "z = Variable(Tensor(np.ones((imgs.shape[0], 4))))\n"
+    "ids = LongTensor(np.random.randint(0, 10, imgs.shape[0]))\n"
+    "pair = Tensor([0.5, 1.5])\n"
+    "none = Tensor()\n"
+    "labels = sample(2)\n"
+)
+PORTED = HEAD.replace("torch.cuda.is_available", "torch.musa.is_available") + (
+    'Tensor = functools.partial(torch.tensor, dtype=torch.float32, device="musa" if cuda else "cpu")\n'
+    'LongTensor = functools.partial(torch.tensor, dtype=torch.int64, device="musa" if cuda else "cpu")\n'
+    "\n"
+    "\n"
+    "def sample(n_row):\n"
+    "    labels = np.array([num for _ in range(n_row) for num in range(n_row)])\n"
+    "    labels = Variable(LongTensor(labels))\n"
+    "    return labels\n"
+    "\n"
+    "\n"
+    "imgs = torch.arange(6, dtype=torch.float64).reshape(3, 2)\n"
+    "valid = Variable(torch.empty(imgs.size(0), 1, **Tensor.keywords).fill_(1.0), requires_grad=False)\n"
+    "real = Variable(imgs.to(**Tensor.keywords))\n"
+    "z = Variable(Tensor(np.ones((imgs.shape[0], 4))))\n"
+    "ids = LongTensor(np.random.randint(0, 10, imgs.shape[0]))\n"
+    "pair = Tensor([0.5, 1.5])\n"
+    "none = torch.empty(0, **Tensor.keywords)\n"
+    "labels = sample(2)\n"
+)
+MUSA = Settings(target="musa")
+
+
+def _fixed(source: str, settings: Settings = MUSA) -> str:
+    new = fix_source(source.encode(), settings).new
+    assert new is not None
+    return new.decode()
+
+
+def _oa109(source: str, settings: Settings = MUSA) -> list:
+    return [f for f in lint_source(source.encode(), settings).findings if f.code == "OA109"]
+
+
+def test_the_alias_and_every_use_are_rewritten_together():
+    fixed = _fixed(PROGRAM)
+    body = fixed.replace("import torch_musa\n", "").replace("import functools\n", "")
+    assert body == PORTED, fixed
+    assert "import torch_musa\n" in fixed and "import functools\n" in fixed
+    found = _oa109(PROGRAM)
+    assert [(f.line, f.fix) for f in found] == [(8, "safe"), (9, "safe"), (19, "safe"), (20, "safe"), (24, "safe")]
+    assert "2 calls with sizes -> torch.empty(..., **Tensor.keywords)" in found[0].message, found[0].message
+    assert "2 calls with data, kept" in found[0].message and "1 x.type(Tensor) -> x.to(**Tensor.keywords)" in \
+        found[0].message
+    assert fix_source(fixed.encode(), MUSA).new == fixed.encode()  # nothing left for a second fix
+
+
+def test_the_port_builds_what_the_legacy_classes_built_on_the_cpu():
+    """Where the flag is false (no device), the port's tensors are the CPU classes' own: shape, dtype, data."""
+    np.random.seed(0)
+    legacy: dict = {}
+    exec(compile(PROGRAM.replace("torch.cuda.is_available()", "False"), "legacy", "exec"), legacy)
+    np.random.seed(0)
+    port: dict = {}
+    exec(compile(PORTED.replace("torch.musa.is_available()", "False").replace(
+        "import torch\n", "import functools\nimport torch\n"), "port", "exec"), port)
+    for name in ("valid", "real", "z", "ids", "pair", "none", "labels"):
+        a, b = legacy[name], port[name]
+        assert (a.shape, a.dtype, a.device) == (b.shape, b.dtype, b.device), name
+        if name != "none":
+            assert torch.equal(a, b), name
+
+
+REASONS = [
+    ("ok = isinstance(real, Tensor)\n", "`isinstance(real, Tensor)` is a class test"),
+    ("torch.set_default_tensor_type(Tensor)\n", "is given the class itself"),
+    ("other = Tensor\n", "`other = Tensor` uses the class as a value"),
+    ("name = Tensor.__name__\n", "reads an attribute of the class"),
+    ("n = opt.n\nx = Tensor(n)\n", "`Tensor(n)` may be given a size or data"),
+    ("x = Tensor(np.random.normal(0, 1))\n", "may be given a size or data"),  # a number: a size to the class
+    ("x = Tensor(data=[1.0])\n", "may be given a size or data"),
+    ("Tensor = torch.FloatTensor\n", "`Tensor` is bound more than once"),
+]
+
+
+@pytest.mark.parametrize(("use", "why"), REASONS, ids=[w.split("`")[1] if "`" in w else w for _, w in REASONS])
+def test_a_use_without_a_rewrite_leaves_the_whole_group(use, why):
+    source = HEAD + "Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n" \
+                    "valid = Tensor(4, 1).fill_(1.0)\nreal = valid.type(Tensor)\n" + use
+    assert _fixed(source, Settings(target="musa", unsafe_fixes=True)) == source  # not the alias, its uses or the probe
+    found = _oa109(source)
+    assert len(found) == 1 and found[0].line == 8 and found[0].fix == "suggestion"
+    assert why in found[0].message and "rewritten with all its uses or not at all" in found[0].message
+
+
+def test_the_groups_of_a_file_stand_alone():
+    """Each alias is one group: one rewritten, one kept (its use is a class test); the probe stays CUDA's while the
+    kept one remains, so the program keeps its CPU path."""
+    source = HEAD + ("Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
+                     "LongTensor = torch.cuda.LongTensor if cuda else torch.LongTensor\n"
+                     "x = Tensor(2, 2)\n"
+                     "ok = isinstance(x, LongTensor)\n")
+    fixed = _fixed(source)
+    assert "Tensor = functools.partial(" in fixed and "x = torch.empty(2, 2, **Tensor.keywords)" in fixed
+    assert "LongTensor = torch.cuda.LongTensor if cuda else torch.LongTensor" in fixed
+    assert "torch.cuda.is_available()" in fixed
+
+
+def test_a_use_inside_another_rewrite_is_rewritten_inside_it():
+    source = HEAD + ("Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
+                     "a = Tensor(2, 3).cuda()\n"
+                     "b = imgs.type(Tensor).cuda()\n")
+    fixed = _fixed(source, Settings(target="musa", unsafe_fixes=True))  # (imgs.cuda(): not known to be a tensor)
+    assert "a = torch.empty(2, 3, **Tensor.keywords).musa()" in fixed
+    assert "b = imgs.to(**Tensor.keywords).musa()" in fixed
+    ast.parse(fixed)
+
+
+def test_scopes_and_shadowing():
+    """Uses in functions are the alias's; a function with a `Tensor` of its own is not; an alias in a function is a
+    group of that function."""
+    source = HEAD + ("Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
+                     "def penalty(real):\n"
+                     "    alpha = Tensor(np.random.random((real.size(0), 1)))\n"
+                     "    return Tensor(real.shape[0], 1).fill_(1.0) * alpha\n"
+                     "def own(Tensor):\n"
+                     "    return Tensor(3)\n"
+                     "def step(n):\n"
+                     "    T = torch.cuda.HalfTensor if cuda else torch.HalfTensor\n"
+                     "    return T(n, 2)\n")
+    fixed = _fixed(source)
+    assert "    alpha = Tensor(np.random.random((real.size(0), 1)))\n" in fixed
+    assert "    return torch.empty(real.shape[0], 1, **Tensor.keywords).fill_(1.0) * alpha\n" in fixed
+    assert "    return Tensor(3)\n" in fixed  # a parameter
+    assert '    T = functools.partial(torch.tensor, dtype=torch.float16, device="musa" if cuda else "cpu")\n' in fixed
+    assert "    return torch.empty(n, 2, **T.keywords)\n" in fixed
+
+
+def test_a_module_others_may_import_is_an_unsafe_fix():
+    """A module-level alias of a file that is no script (no argument parsing, no __main__) may be imported and called
+    as a class elsewhere: the group needs --unsafe-fixes, and so does the probe."""
+    source = "import torch\ncuda = torch.cuda.is_available()\n" \
+             "Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nx = Tensor(2)\n"
+    assert {f.fix for f in lint_source(source.encode(), MUSA).findings} == {"unsafe"}
+    assert _fixed(source) == source  # nothing half done, and no import left behind
+    assert "x = torch.empty(2, **Tensor.keywords)" in _fixed(source, Settings(target="musa", unsafe_fixes=True))
+
+
+def test_targets_with_typed_classes_keep_the_class():
+    fixed = _fixed(PROGRAM, Settings(target="ascend"))
+    assert "Tensor = torch.npu.FloatTensor if cuda else torch.FloatTensor" in fixed
+    assert "Variable(Tensor(imgs.size(0), 1).fill_(1.0)" in fixed and "functools" not in fixed
+
+
+def test_neutral_writes_the_accelerator():
+    fixed = _fixed(PROGRAM, Settings(target="neutral", min_torch="2.6"))
+    assert "device=torch.accelerator.current_accelerator() if cuda else \"cpu\")" in fixed, fixed
+
+
+def test_the_port_runs_on_the_simulated_device(tmp_path):
+    """The port, rehearsed on musa with CUDA absent: the flag is true there and the tensors land on the device."""
+    script = tmp_path / "legacy_gan.py"
+    script.write_text(_fixed(PROGRAM + "assert valid.device.type == real.device.type == z.device.type == 'musa'\n"
+                             "assert ids.dtype == torch.int64 and labels.device.type == 'musa'\n"
+                             "print('on', valid.device, real.dtype, z.dtype, ids.dtype)\n"))
+    code, out, err = run_cli("run", "--simulate", "musa", "--no-map-cuda", "--", str(script), cwd=tmp_path)
+    assert code == 0, out + err
+    assert "on musa:0 torch.float32 torch.float32 torch.int64" in out, out + err
