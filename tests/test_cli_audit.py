@@ -79,6 +79,16 @@ def test_bad_target_and_unwritable_output_fail_before_tracing(tmp_path):
     assert "Traceback" not in err
 
 
+def test_a_model_that_is_not_there_is_refused_before_the_cpp_parts_are_built(tmp_path):
+    # build folders that do not exist yet: a first use would build both parts there (25-60 s) before a model ran
+    env = {"OPAUDIT_CUDA_STAND_IN_BUILD": str(tmp_path / "stand-in"), "OPAUDIT_TRACER_BUILD": str(tmp_path / "tracer")}
+    for model, said in [("nope.py", "model file not found: nope.py"), (str(tmp_path), "is a folder"),
+                        ("hf:acme/absent-model", "not in the local Hugging Face cache")]:
+        code, out, err = run_cli("scan", model, "-q", env={**env, "HF_HUB_CACHE": str(tmp_path / "hub")})
+        assert code == 2 and said in err and "Traceback" not in err, err
+        assert "compiling" not in err and not (tmp_path / "stand-in").exists() and not (tmp_path / "tracer").exists()
+
+
 def test_trace_of_another_schema_version(tmp_path, demo_trace):
     doc = json.loads(demo_trace.read_text())
     doc["version"] = 99

@@ -67,15 +67,17 @@ def scan(
 ) -> None:
     """Trace every aten op a model hits (forward; with --train also backward and optimizer) and check it
     against each target."""
-    if mode != Mode.meta and mode != Mode.fake:
-        cuda_stand_in(device.value)
-    if mode != Mode.fake:
-        cpp_recorder()
-    from opaudit.zoo.specs import load_spec
+    from opaudit.zoo.specs import load_spec, precheck
 
     opts = AuditOptions(targets, matrices, no_audit, fail_on, html, csv, markdown, audit_json, lint_paths)
     with user_errors(json_path):
         opts.check(json_path)
+        precheck(model)  # a missing file or library says so now, not after the C++ parts' first build
+    if mode != Mode.meta and mode != Mode.fake:
+        cuda_stand_in(device.value)
+    if mode != Mode.fake:
+        cpp_recorder()
+    with user_errors(json_path):
         spec = load_spec(model)
 
         with LiveLine(f"scan {model}", enabled=not quiet) as line:

@@ -112,6 +112,30 @@ def load_spec(spec: str, *, build: bool = True) -> Named:
     return _file(spec, build)
 
 
+def precheck(spec: str) -> None:
+    """The checks of ``spec`` that need neither torch nor the model's library imported: a model file that exists,
+    a library that is installed, a hub model in the local cache. ``scan`` runs them before it builds and loads the
+    CUDA stand-in (which comes before torch), so that a mistyped path says so at once, not after a first build;
+    raises InputError as :func:`load_spec` would."""
+    if spec.startswith("hf:"):
+        _require(spec, "transformers", "hf")
+        name = split_overrides(spec)[0].removeprefix("hf:")
+        where, sep, tail = name.rpartition(":")
+        name = where if sep and where and tail.lower() in {h.lower() for h in HEADS} else name
+        if not Path(name).expanduser().exists() and re.fullmatch(r"[\w.-]+/[\w.-]+", name) \
+                and not name.startswith((".", "~")):
+            from huggingface_hub import try_to_load_from_cache
+
+            if not isinstance(try_to_load_from_cache(name, "config.json"), str):
+                _cached_config(spec, name, {})  # its message and hint
+    elif spec.startswith("diffusers:"):
+        _require(spec, "diffusers", "diffusers")
+    elif spec.startswith("timm:"):
+        _require(spec, "timm", "timm")
+    else:
+        _model_path(spec)
+
+
 def _require(spec: str, module: str, extra: str) -> None:
     """One line naming the extra that installs a spec's library (exit 2), not an import error."""
     import importlib.util
@@ -123,19 +147,27 @@ def _require(spec: str, module: str, extra: str) -> None:
 # -- model files -----------------------------------------------------------------------------------------
 
 
-def _file(spec: str, build: bool) -> Named:
-    from opaudit.tracing.load import load_model_file, split_target
-
-    file, factory = split_target(spec)
+def _model_path(spec: str) -> tuple[Path, str | None]:
+    """``model.py[:factory]`` -> (the file, the factory), the file checked to exist; torch is not imported (the
+    split is opaudit.tracing.load.split_target's, whose package imports torch)."""
+    head, sep, tail = spec.rpartition(":")
+    file, factory = (head, tail) if sep and tail.isidentifier() and head else (spec, None)
     path = Path(file).expanduser()
     if not path.is_file():
         raise InputError(f"model file not found: {file}" if not path.exists() else
                          f"{file} is a folder; give the model file (a .py file with get_model())",
                          hint="a model file (model.py or model.py:factory), hf:<model_type>, hf:<path>, "
                               "hf:<org>/<name> or diffusers:<ClassName>")
+    return path, factory
+
+
+def _file(spec: str, build: bool) -> Named:
+    path, factory = _model_path(spec)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     named = Named(spec, "file", path.stem, "", digest, {"path": str(path), "factory": factory or "get_model"})
     if build:
+        from opaudit.tracing.load import load_model_file
+
         loaded = load_model_file(spec)
         named.make_model, named.make_inputs = loaded.make_model, loaded.make_inputs
         named.loss_fn, named.optimizer = loaded.loss_fn, loaded.optimizer
@@ -1092,4 +1124,4 @@ def diffusers_inputs(cls: Any, config: dict[str, Any], model: Any = None,
 
 
 __all__ = ["HEADS", "HEAD_ORDER", "Named", "all_specs", "default_head", "diffusers_inputs", "heads_of", "hf_inputs",
-           "is_named", "load_spec", "model_types", "read_spec_file", "split_overrides", "with_layers"]
+           "is_named", "load_spec", "model_types", "precheck", "read_spec_file", "split_overrides", "with_layers"]
