@@ -172,6 +172,20 @@ def test_scopes_and_shadowing():
     assert "    return torch.empty(n, 2, **T.keywords)\n" in fixed
 
 
+def test_other_spellings_of_the_alias():
+    """Unconditional, the flag negated, a call written one argument a line."""
+    source = HEAD + ("Tensor = torch.FloatTensor if not cuda else torch.cuda.FloatTensor\n"
+                     "Half = torch.cuda.HalfTensor\n"
+                     "x = Tensor(\n    4,\n    1,\n)\n"
+                     "y = Half(2, 2)\n")
+    fixed = _fixed(source)
+    assert 'Tensor = functools.partial(torch.tensor, dtype=torch.float32, device="cpu" if not cuda else "musa")' \
+        in fixed
+    assert 'Half = functools.partial(torch.tensor, dtype=torch.float16, device="musa")' in fixed
+    assert "x = torch.empty(\n    4,\n    1,\n    **Tensor.keywords,\n)\n" in fixed
+    assert "y = torch.empty(2, 2, **Half.keywords)" in fixed
+
+
 def test_a_module_others_may_import_is_an_unsafe_fix():
     """A module-level alias of a file that is no script (no argument parsing, no __main__) may be imported and called
     as a class elsewhere: the group needs --unsafe-fixes, and so does the probe."""

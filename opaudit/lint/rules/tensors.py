@@ -408,10 +408,13 @@ class _AliasFinder:
             else:
                 group.sizes += 1
                 args = list(parent.args) or [cst.Arg(cst.Integer("0"))]
-                if args[-1].comma == cst.MaybeSentinel.DEFAULT:
+                last = cst.Arg(expr(f"{name}.keywords"), star="**")
+                if isinstance(args[-1].comma, cst.Comma):  # a trailing comma (one argument a line): one more line
+                    last = last.with_changes(comma=args[-1].comma)
+                    args[-1] = args[-1].with_changes(comma=args[-2].comma if len(args) > 1 else comma())
+                else:
                     args[-1] = args[-1].with_changes(comma=comma())
-                group.uses[id(parent)] = parent.with_changes(
-                    func=expr("torch.empty"), args=[*args, cst.Arg(expr(f"{name}.keywords"), star="**")])
+                group.uses[id(parent)] = parent.with_changes(func=expr("torch.empty"), args=[*args, last])
             return
         call = parents[-2] if len(parents) >= 2 else None
         if isinstance(parent, cst.Arg) and isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
