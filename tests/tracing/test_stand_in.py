@@ -11,7 +11,11 @@ from collections import Counter
 import pytest
 from helpers import ROOT, run_cli, run_python
 
+import opaudit
 from opaudit import standin
+from opaudit.fallback import Stats
+from opaudit.matrix.matrix import normalize
+from opaudit.rehearsal import compare_device_ops
 
 SCRIPTS = {
     "lm-bf16-fused": (ROOT / "tests" / "fixtures" / "scripts" / "cuda_bf16_fused.py", []),
@@ -43,7 +47,8 @@ def _counts(data) -> Counter:
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_the_stand_in_records_what_the_simulated_device_records(tmp_path, name):
-    """Two engines, one answer, where PyTorch's C++ does not test for CUDA itself (README: it does for
+    """Two engines, one answer (and, for three of the scripts, the rehearsal runs the trace's device ops),
+    where PyTorch's C++ does not test for CUDA itself (README: it does for
     ``x[mask] = 0``, ctc_loss, checkpoints): every op, phase, placement and dtype with its number of calls (the
     scripts cover bf16 autocast, fused and foreach AdamW, GradScaler, clip_grad_norm_, a DataLoader, a one-rank
     DDP, an LSTM)."""
@@ -54,6 +59,27 @@ def test_the_stand_in_records_what_the_simulated_device_records(tmp_path, name):
     assert native["meta"]["simulated"] == {**simulated["meta"]["simulated"], "name": "cuda", "engine": "stand-in"}
     a, b = _counts(native), _counts(simulated)
     assert {k: (a[k], b[k]) for k in set(a) | set(b) if a[k] != b[k]} == {}
+    if name in REHEARSED:
+        _the_rehearsal_runs_the_device_ops_of_the_trace(tmp_path, name, script, args)
+
+
+REHEARSED = {"lm-bf16-fused", "train_cuda", "ddp-one-rank"}
+
+
+def _the_rehearsal_runs_the_device_ops_of_the_trace(tmp_path, name, script, args) -> None:
+    """The trace's device ops (not the host's: data loading, step counters) are the ones its rehearsal on the
+    target the trace stands for runs (opaudit.rehearsal.compare_device_ops)."""
+    trace = opaudit.load_trace(tmp_path / f"{name}.json")  # the stand-in's, which scan and trace use by default
+    target, stats = trace.meta.simulated["target"], tmp_path / "stats.json"
+    rc, _, stderr = run_cli("run", "--simulate", target, "-q", "--stats", str(stats), "--", str(script), *args,
+                            cwd=tmp_path)
+    assert rc == 0, stderr[-2000:]
+    host_only = {normalize(o) for o in trace.host_ops()} - {normalize(o) for o in trace.ops(kinds=("op",))}
+    assert host_only, "the script has host-side ops (data loading, step counters)"
+    agreement = compare_device_ops(trace, Stats.load(stats))
+    assert agreement.target == target and agreement.trace_device and agreement.rehearsed
+    assert (agreement.trace_only, agreement.rehearsal_only, agreement.host_on_device) == (set(), set(), set())
+    assert agreement.equal
 
 
 def test_a_stand_in_that_does_not_build_leaves_the_simulated_device(tmp_path):
