@@ -1,7 +1,8 @@
 """Writes docs/compat.md: per vendor release in coverage_db, the PyTorch it builds against and what opaudit does
 under that PyTorch, from the data (coverage_db's releases; the PyTorch each of opaudit's features needs, in
 opaudit/auditing.py and opaudit/torchcompat.py) and from the compatibility runs (tests/compat/check.py, one
-results file per torch in bench/results/compat/, which .ci/run reruns for its torch versions).
+results file per torch in bench/results/compat/, which .ci/run reruns for its torch versions; python-3.X-torch-Y.json
+are runs under another Python than CI's, with the interpreter they ran on).
 
     python docs/gen_compat.py           # write the page
     python docs/gen_compat.py --check   # exit 1 when the page is not what the data and the results give
@@ -41,9 +42,17 @@ def level(torch_version: str) -> str:
 
 
 def runs() -> list[dict]:
-    """The compatibility runs, oldest torch first."""
+    """The compatibility runs, oldest torch first: CI's Python (torch-*.json), then the other Pythons
+    (python-*.json), oldest Python first."""
     out = [json.loads(p.read_text(encoding="utf-8")) for p in RESULTS.glob("torch-*.json")]
-    return sorted(out, key=lambda r: version_key(r["torch"]))
+    others = [json.loads(p.read_text(encoding="utf-8")) for p in RESULTS.glob("python-*.json")]
+    return sorted(out, key=lambda r: version_key(r["torch"])) + \
+        sorted(others, key=lambda r: (version_key(r["python"]), version_key(r["torch"])))
+
+
+def other_pythons(checked: list[dict]) -> list[dict]:
+    """The runs under another Python than CI's (those that say which interpreter they ran on)."""
+    return [r for r in checked if r.get("interpreter")]
 
 
 def render() -> str:
@@ -51,7 +60,8 @@ def render() -> str:
     checked = runs()
     by_line: dict[tuple[int, ...], list[dict]] = defaultdict(list)
     for r in checked:
-        by_line[version_key(r["torch"])[:2]].append(r)
+        if not r.get("interpreter"):  # (CI's Python: the other Pythons are in their own table)
+            by_line[version_key(r["torch"])[:2]].append(r)
     lines = [
         "# Which PyTorch",
         "",
@@ -77,14 +87,32 @@ def render() -> str:
         "|---|---|---|---|",
     ]
     for r in checked:
+        if r.get("interpreter"):
+            continue
         ok = sum(c["ok"] for c in r["checks"])
         detail = "; ".join(f"{c['check']} {'ok' if c['ok'] else 'FAILED'} ({c['seconds']} s)" for c in r["checks"])
         lines.append(f"| {r['torch']} | {r['python']} | {ok}/{len(r['checks'])} | {detail} |")
+    others = other_pythons(checked)
+    ci = sorted({".".join(r["python"].split(".")[:2]) for r in checked if not r.get("interpreter")})
     lines += [
         "",
-        "Python: 3.11 is the version checked; 3.10 to 3.13 are declared (the C++ recorder reads 3.11's frames "
-        "directly and the public frame API elsewhere), and not yet run in CI.",
+        f"Python: CI runs {', '.join(ci)}; 3.10 to 3.13 are declared (the C++ recorder reads 3.11's frames "
+        "directly and the public frame API elsewhere)."
+        + (" The other Pythons were run by hand, each with a torch that PyPI has for it:" if others else
+           " The other Pythons are not yet run."),
         "",
+    ]
+    if others:
+        lines += ["| Python | torch | interpreter | checks as promised | the checks, with their time |",
+                  "|---|---|---|---|---|"]
+        for r in others:
+            ok = sum(c["ok"] for c in r["checks"])
+            detail = "; ".join(f"{c['check']} {'ok' if c['ok'] else 'FAILED'} ({c['seconds']} s)"
+                               for c in r["checks"])
+            lines.append(f"| {r['python']} | {r['torch']} | {r['interpreter']} | {ok}/{len(r['checks'])} | "
+                         f"{detail} |")
+        lines.append("")
+    lines += [
         "## Per vendor release",
         "",
         "Each release of coverage_db, the torch it builds against, what opaudit does under that torch, and the "
