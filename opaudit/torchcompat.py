@@ -15,11 +15,67 @@ def version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
-# The simulated devices (the rehearsal's, and the CUDA path where the C++ stand-in is not loaded) need, from
-# torch 2.4 on: the device-type autocast functions (torch.get_autocast_dtype(device), ...), the GradScaler of any
-# device (torch.amp.GradScaler, 2.3) and the PrivateUse1 hooks of a device (count, current device, pinned memory:
-# ATen/detail/PrivateUse1HooksInterface.h, 2.3 and 2.4). Before, a plugin brings its own autocast and GradScaler.
-SIMULATED_DEVICE = (2, 4)
+# The simulated devices (the rehearsal's, and the CUDA path where the C++ stand-in is not loaded) run from torch 2.1,
+# as the vendors' plugins of each release did, with what that torch has:
+# - the autocast state of a device type: torch.is_autocast_enabled(device_type), get_autocast_dtype, ... from 2.4 on;
+#   before, torch.autocast of a PrivateUse1 device asks its device module (is_autocast_enabled(), ..., set in C++ by
+#   the plugin: native/torch_compat.h), and the device-less torch.is_autocast_enabled() and *_gpu_dtype are CUDA's
+#   (AUTOCAST_BY_DEVICE_TYPE, autocast_enabled and the others below);
+# - the GradScaler of any device: torch.amp.GradScaler(device) from 2.3 on; before, a plugin's copy of
+#   torch.cuda.amp.GradScaler (torch_npu 2.1's torch.npu.amp.GradScaler; rehearsal/amp.py) (GRAD_SCALER_BY_DEVICE);
+# - the PrivateUse1 hooks (count, current device, pinned memory: ATen/detail/PrivateUse1HooksInterface.h, 2.3 and
+#   2.4): before, torch asks the device module (count, current device) and pinning is the identity
+#   (rehearsal/device.py); native/device.cpp builds against each release's interface;
+# - Library._destroy (2.3 has it, 2.1 not: destroy_library), torch.get_default_device (2.3), the CPU kernels of
+#   GradScaler's ops (2.3; fallback/references.py BEFORE_CPU_KERNEL).
+# Where a feature cannot run on the installed torch, it says so in one line: require().
+SIMULATED_DEVICE = (2, 1)
+AUTOCAST_BY_DEVICE_TYPE = version() >= (2, 4)
+GRAD_SCALER_BY_DEVICE = version() >= (2, 3)
+
+
+def autocast_enabled(device_type: str) -> bool:
+    """Whether autocast is on for ``device_type`` (torch.is_autocast_enabled(device_type) of torch >= 2.4)."""
+    if AUTOCAST_BY_DEVICE_TYPE:
+        return torch.is_autocast_enabled(device_type)
+    if device_type == "cpu":
+        return torch.is_autocast_cpu_enabled()
+    if device_type == "cuda":
+        return torch.is_autocast_enabled()
+    return getattr(torch, device_type).is_autocast_enabled()
+
+
+def set_autocast_enabled(device_type: str, on: bool) -> None:
+    if AUTOCAST_BY_DEVICE_TYPE:
+        torch.set_autocast_enabled(device_type, on)
+    elif device_type == "cpu":
+        torch.set_autocast_cpu_enabled(on)
+    elif device_type == "cuda":
+        torch.set_autocast_enabled(on)
+    else:
+        getattr(torch, device_type).set_autocast_enabled(on)
+
+
+def autocast_dtype(device_type: str) -> torch.dtype:
+    """The low precision of ``device_type``'s autocast (torch.get_autocast_dtype(device_type) of torch >= 2.4)."""
+    if AUTOCAST_BY_DEVICE_TYPE:
+        return torch.get_autocast_dtype(device_type)
+    if device_type == "cpu":
+        return torch.get_autocast_cpu_dtype()
+    if device_type == "cuda":
+        return torch.get_autocast_gpu_dtype()
+    return getattr(torch, device_type).get_autocast_dtype()
+
+
+def set_autocast_dtype(device_type: str, dtype: torch.dtype) -> None:
+    if AUTOCAST_BY_DEVICE_TYPE:
+        torch.set_autocast_dtype(device_type, dtype)
+    elif device_type == "cpu":
+        torch.set_autocast_cpu_dtype(dtype)
+    elif device_type == "cuda":
+        torch.set_autocast_gpu_dtype(dtype)
+    else:
+        getattr(torch, device_type).set_autocast_dtype(dtype)
 
 
 def require(feature: str, needed: tuple[int, int], hint: str) -> None:
@@ -29,3 +85,17 @@ def require(feature: str, needed: tuple[int, int], hint: str) -> None:
 
         raise InputError(f"{feature} needs torch >= {needed[0]}.{needed[1]}; this is torch "
                          f"{torch.__version__.split('+')[0]}", hint=hint)
+
+
+def destroy_library(lib: torch.library.Library) -> None:
+    """Remove what ``lib`` registered, now: Library._destroy where torch has it (2.3 does); else (2.1) dropping its C++
+    library, whose destructor removes the registrations, as that torch's finalizer does."""
+    destroy = getattr(lib, "_destroy", None)
+    if destroy is not None:
+        destroy()
+        return
+    import torch.library as library
+
+    library._impls -= lib._op_impls
+    lib._op_impls.clear()
+    lib.m = None

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from opaudit import torchcompat
 from opaudit.errors import InputError
 from opaudit.fallback.choose import (
     INFRASTRUCTURE,
@@ -133,7 +134,7 @@ class Installation:
                         self._lib.impl(op_name(op), self._kernel(op), key)
                         self.registered.append(op_name(op))
         except BaseException:
-            self._lib._destroy()
+            torchcompat.destroy_library(self._lib)
             self._lib = None
             raise
 
@@ -177,7 +178,7 @@ class Installation:
         """Remove every kernel this installation registered: the dispatcher is back as it was."""
         global _current
         if self._lib is not None:
-            self._lib._destroy()
+            torchcompat.destroy_library(self._lib)
             self._lib = None
             self.stats.finish()
         if _current is self:

@@ -15,6 +15,7 @@ that the CPU cannot run, with how the rehearsal runs it or why it is out of its 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -182,6 +183,42 @@ AS_GENERIC_PATH: dict[str, Callable[..., Any]] = {
 }
 
 
+# -- GradScaler's ops, whose CPU kernels came with torch 2.3 (torch.amp.GradScaler("cpu")) ----------------------
+
+def _amp_foreach_non_finite_check_and_unscale_(self: list[Tensor], found_inf: Tensor, inv_scale: Tensor) -> None:
+    """Each tensor times ``inv_scale``, in place; ``found_inf`` set to 1 where one holds an inf or a NaN (as
+    AmpKernels.cpp's CPU kernel and CUDA's do)."""
+    for t in self:
+        finite = aten.all.default(aten.isfinite.default(t))
+        aten.masked_fill_.Scalar(found_inf, aten.logical_not.default(finite), 1.0)
+        aten.mul_.Tensor(t, inv_scale)
+
+
+def _amp_update_scale_(self: Tensor, growth_tracker: Tensor, found_inf: Tensor, scale_growth_factor: float,
+                       scale_backoff_factor: float, growth_interval: int) -> Tensor:
+    """GradScaler's scale after a step (AmpKernels.cpp): backed off where an inf was found, grown after
+    ``growth_interval`` steps without one (where the grown scale is finite)."""
+    if float(found_inf.item()):
+        aten.mul_.Scalar(self, scale_backoff_factor)
+        aten.fill_.Scalar(growth_tracker, 0)
+        return self
+    successful = int(growth_tracker.item()) + 1
+    if successful == growth_interval:
+        grown = float(self.item()) * scale_growth_factor
+        if math.isfinite(grown):
+            aten.fill_.Scalar(self, grown)
+        successful = 0
+    aten.fill_.Scalar(growth_tracker, successful)
+    return self
+
+
+# op -> (the torch whose CPU has a kernel for it, the reference run where the installed torch is older)
+BEFORE_CPU_KERNEL: dict[str, tuple[tuple[int, int], Callable[..., Any]]] = {
+    "_amp_foreach_non_finite_check_and_unscale_": ((2, 3), _amp_foreach_non_finite_check_and_unscale_),
+    "_amp_update_scale_": ((2, 3), _amp_update_scale_),
+}
+
+
 REFERENCES: dict[str, Callable[..., Any]] = {
     "_thnn_fused_lstm_cell": _thnn_fused_lstm_cell,
     "_thnn_fused_lstm_cell_backward_impl": _thnn_fused_lstm_cell_backward_impl,
@@ -207,8 +244,15 @@ def _name(op: torch._ops.OpOverload) -> str:
 
 
 def reference(op: torch._ops.OpOverload) -> Callable[..., Any] | None:
-    """This module's implementation of ``op``, if it has one."""
-    return REFERENCES.get(_name(op)) if op.namespace == "aten" else None
+    """This module's implementation of ``op``, if it has one (one of BEFORE_CPU_KERNEL's where the installed
+    torch's CPU has no kernel for it)."""
+    if op.namespace != "aten":
+        return None
+    name = _name(op)
+    found = REFERENCES.get(name)
+    if found is None and name in BEFORE_CPU_KERNEL and not has_cpu_kernel(op):
+        return BEFORE_CPU_KERNEL[name][1]
+    return found
 
 
 _KERNEL_KEYS = ("CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd",

@@ -564,6 +564,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     std::lock_guard<std::mutex> lock(memory_mutex);
     for (auto& c : memory) c.reserved = c.allocated;
   });
+  // the device's autocast state, for its module (rehearsal/device.py SimDevice: torch.autocast of torch < 2.4 asks it)
+  m.def("autocast_enabled", &opaudit_compat::privateuse1_autocast_enabled);
+  m.def("set_autocast_enabled", &opaudit_compat::set_privateuse1_autocast_enabled, py::arg("enabled"));
+  m.def("autocast_dtype", [] { return py::handle(reinterpret_cast<PyObject*>(
+                                  torch::getTHPDtype(opaudit_compat::privateuse1_autocast_dtype()))); });
+  m.def("set_autocast_dtype", [](py::object dtype) {
+    TORCH_CHECK(THPDtype_Check(dtype.ptr()), "set_autocast_dtype takes a torch.dtype");
+    opaudit_compat::set_privateuse1_autocast_dtype(reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type);
+  }, py::arg("dtype"));
   m.def("current_device", [] { return int(cur_dev); });
   m.def("set_device", [](int i) { check_index(i); cur_dev = i; });
   m.def("device_count", [] { return device_count.load(); });

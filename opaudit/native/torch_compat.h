@@ -3,6 +3,8 @@
 
 #include <torch/extension.h>
 
+#include <ATen/autocast_mode.h>
+
 #include <torch/version.h>
 
 #include <mutex>
@@ -23,6 +25,7 @@
 #endif
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define OPAUDIT_TORCH_2_4 1
 // a virtual function the interface has from torch 2.4 on (the PrivateUse1 hooks' device count, current device, ...;
 // torch 2.1's interface has only getDefaultGenerator and getDeviceFromPtr)
 #define OPAUDIT_OVERRIDE_2_4 override
@@ -78,6 +81,39 @@ inline py::handle api_function(const c10::OperatorHandle& op) {
                             .attr(name.overload_name.empty() ? "default" : name.overload_name.c_str());
   std::lock_guard<std::mutex> g(m);
   return (*found)[key] = overload;
+#endif
+}
+
+// The autocast state of the PrivateUse1 device (what its module's is_autocast_enabled, set_autocast_enabled,
+// get_autocast_dtype, set_autocast_dtype answer and set, which torch.autocast of torch 2.1 to 2.3 calls for that
+// device, as a plugin's C++ does): at::autocast's device-type functions from torch 2.4 on, its *_privateuseone_*
+// functions before.
+inline bool privateuse1_autocast_enabled() {
+#ifdef OPAUDIT_TORCH_2_4
+  return at::autocast::is_autocast_enabled(c10::DeviceType::PrivateUse1);
+#else
+  return at::autocast::is_privateuseone_enabled();
+#endif
+}
+inline void set_privateuse1_autocast_enabled(bool on) {
+#ifdef OPAUDIT_TORCH_2_4
+  at::autocast::set_autocast_enabled(c10::DeviceType::PrivateUse1, on);
+#else
+  at::autocast::set_privateuseone_enabled(on);
+#endif
+}
+inline at::ScalarType privateuse1_autocast_dtype() {
+#ifdef OPAUDIT_TORCH_2_4
+  return at::autocast::get_autocast_dtype(c10::DeviceType::PrivateUse1);
+#else
+  return at::autocast::get_autocast_privateuseone_dtype();
+#endif
+}
+inline void set_privateuse1_autocast_dtype(at::ScalarType dtype) {
+#ifdef OPAUDIT_TORCH_2_4
+  at::autocast::set_autocast_dtype(c10::DeviceType::PrivateUse1, dtype);
+#else
+  at::autocast::set_autocast_privateuseone_dtype(dtype);
 #endif
 }
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import importlib.abc
+import inspect
 import os
 import re
 import time
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from opaudit import torchcompat
 from opaudit.fallback.stats import warn_at_user
 from opaudit.rehearsal import checkpoint, memory
 from opaudit.rehearsal.patches import Patches
@@ -145,6 +147,10 @@ class SimDevice(types.ModuleType):
         self.__doc__ = f"the simulated {name} device (opaudit.rehearsal.simulator)"
         self.device_name = name
         self.amp = types.SimpleNamespace(autocast=self._autocast, GradScaler=self._grad_scaler)
+        if not torchcompat.GRAD_SCALER_BY_DEVICE:  # (torch < 2.3: the plugin's own class, rehearsal/amp.py)
+            from opaudit.rehearsal.amp import GradScaler
+
+            self.amp.GradScaler = GradScaler
 
     # availability and devices
     def is_available(self) -> bool:
@@ -287,6 +293,39 @@ class SimDevice(types.ModuleType):
     def _grad_scaler(self, *args: Any, **kwargs: Any) -> Any:
         return torch.amp.GradScaler(self.device_name, *args, **kwargs)
 
+    # the device's autocast state, which torch.autocast of torch < 2.4 asks the device module for (a plugin answers
+    # from its C++: native/device.cpp); from 2.4 on, torch's own functions of a device type
+    def is_autocast_enabled(self) -> bool:
+        if torchcompat.AUTOCAST_BY_DEVICE_TYPE:
+            return torch.is_autocast_enabled(self.device_name)
+        return _native_autocast().autocast_enabled()
+
+    def set_autocast_enabled(self, enabled: bool) -> None:
+        if torchcompat.AUTOCAST_BY_DEVICE_TYPE:
+            torch.set_autocast_enabled(self.device_name, enabled)
+        else:
+            _native_autocast().set_autocast_enabled(bool(enabled))
+
+    def get_autocast_dtype(self) -> torch.dtype:
+        if torchcompat.AUTOCAST_BY_DEVICE_TYPE:
+            return torch.get_autocast_dtype(self.device_name)
+        return _native_autocast().autocast_dtype()
+
+    def set_autocast_dtype(self, dtype: torch.dtype) -> None:
+        if torchcompat.AUTOCAST_BY_DEVICE_TYPE:
+            torch.set_autocast_dtype(self.device_name, dtype)
+        else:
+            _native_autocast().set_autocast_dtype(dtype)
+
+
+def _native_autocast() -> Any:
+    """The C++ device, which holds the autocast state of the device on torch < 2.4 (the wrapper engine does not run
+    there: simulator.setup_device)."""
+    from opaudit.rehearsal import native
+
+    assert native.ext is not None, "the simulated device's autocast state needs its C++ device on torch < 2.4"
+    return native.ext
+
 
 # -- entering a simulation: each step returns how to undo it ---------------------------------------------
 
@@ -296,6 +335,7 @@ def enter(sim: Simulator) -> list[Callable[[], None]]:
     wrapper = sim.runs_on == "wrapper"  # (the C++ device's tensors are device tensors to torch: native.py)
     undo.append(_foreach(sim) if wrapper else _foreach_native(sim))
     undo.append(_autocast(sim))
+    undo.append(_newer_amp(sim))
     undo.append(collectives(sim))
     undo.append(_plugin_module(sim))
     undo.append(_surface(sim))
@@ -649,9 +689,27 @@ def _autocast(sim: Simulator) -> Callable[[], None]:
     from opaudit.tracing.autocast import CudaAutocast
 
     name = sim.name
-    policy = CudaAutocast(torch.float16, key="AutocastPrivateUse1", low=lambda: torch.get_autocast_dtype(name))
+    policy = CudaAutocast(torch.float16, key="AutocastPrivateUse1", low=lambda: torchcompat.autocast_dtype(name))
     policy.install()  # (its cast cache is cleared with torch's: trace.autocast)
     return policy.uninstall
+
+
+def _newer_amp(sim: Simulator) -> Callable[[], None]:
+    """On torch < 2.4, the autocast functions of a device type, and on torch < 2.3 ``torch.amp.GradScaler(device)``,
+    for the simulated device (and the device types mapped onto it): what a port for a newer torch calls
+    (rehearsal/amp.py)."""
+    if torchcompat.AUTOCAST_BY_DEVICE_TYPE:
+        return lambda: None
+    from opaudit.rehearsal import amp
+
+    patch = Patches()
+    aliases = frozenset(sim.aliases)
+    for attr, fn in amp.device_type_autocast(sim.name, aliases).items():
+        patch(torch, attr, fn)
+    if not torchcompat.GRAD_SCALER_BY_DEVICE:
+        scaler = type("GradScaler", (amp.DeviceTypeGradScaler,), {"names": aliases, "__module__": "torch.amp"})
+        patch(torch.amp, "GradScaler", scaler)
+    return patch.undo
 
 
 def _backend_names(sim: Simulator) -> list[str]:
@@ -767,6 +825,8 @@ def collectives(sim: Simulator) -> Callable[[], None]:
             continue
         dist.Backend.register_backend(name, create, devices=[sim.name, "cpu"])
     original = dist.init_process_group
+    # (no timeout given: the installed torch's default: a timedelta on torch 2.1, which refuses None; None on 2.3)
+    default_timeout = inspect.signature(original).parameters["timeout"].default
 
     def init_process_group(backend: Any = None, init_method: Any = None, timeout: Any = None, world_size: int = -1,
                            rank: int = -1, store: Any = None, *args: Any, **kwargs: Any) -> Any:
@@ -778,7 +838,8 @@ def collectives(sim: Simulator) -> Callable[[], None]:
             store = dist.HashStore()
             world_size = 1 if world_size == -1 else world_size
             rank = 0 if rank == -1 else rank
-        return original(backend, init_method, timeout, world_size, rank, store, *args, **kwargs)
+        return original(backend, init_method, default_timeout if timeout is None else timeout, world_size, rank,
+                        store, *args, **kwargs)
 
     def _backend_name(backend: str) -> str:
         if backend.lower() == "nccl" and "cuda" in sim.aliases:
@@ -982,11 +1043,12 @@ def _map_devices(sim: Simulator) -> Callable[[], None]:
                 patch(amp, "GradScaler", module.amp.GradScaler)
     # autocast's state is read and set by device type with builtins no function mode sees
     # (torch.is_autocast_enabled("cuda"), as torch.utils.checkpoint and model code ask it)
-    for fn_name in ("is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled", "set_autocast_dtype"):
-        patch(torch, fn_name, _by_device(getattr(torch, fn_name), sim.aliases, name))
-    for holder in (torch.amp, torch.amp.autocast_mode):
-        patch(holder, "is_autocast_available", _by_device(torch.amp.autocast_mode.is_autocast_available,
-                                                          sim.aliases, name))
+    if torchcompat.AUTOCAST_BY_DEVICE_TYPE:
+        for fn_name in ("is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled", "set_autocast_dtype"):
+            patch(torch, fn_name, _by_device(getattr(torch, fn_name), sim.aliases, name))
+        for holder in (torch.amp, torch.amp.autocast_mode):
+            patch(holder, "is_autocast_available", _by_device(torch.amp.autocast_mode.is_autocast_available,
+                                                              sim.aliases, name))
     autocast_cls = torch.amp.autocast_mode.autocast
     original_init = autocast_cls.__init__
 
@@ -1002,13 +1064,14 @@ def _map_devices(sim: Simulator) -> Callable[[], None]:
             warn_at_user(str(w.message), w.category)
 
     patch(autocast_cls, "__init__", autocast_init)
-    scaler_cls = torch.amp.GradScaler
-    scaler_init = scaler_cls.__init__
+    if torchcompat.GRAD_SCALER_BY_DEVICE:  # (before torch 2.3, torch.cuda.amp.GradScaler is the device's above)
+        scaler_cls = torch.amp.GradScaler
+        scaler_init = scaler_cls.__init__
 
-    def grad_scaler_init(self: Any, device: str = "cuda", *args: Any, **kwargs: Any) -> None:
-        scaler_init(self, name if device in sim.aliases else device, *args, **kwargs)
+        def grad_scaler_init(self: Any, device: str = "cuda", *args: Any, **kwargs: Any) -> None:
+            scaler_init(self, name if device in sim.aliases else device, *args, **kwargs)
 
-    patch(scaler_cls, "__init__", grad_scaler_init)
+        patch(scaler_cls, "__init__", grad_scaler_init)
     arguments = _map_arguments(sim)
 
     def undo() -> None:

@@ -525,7 +525,7 @@ def setup_device(name: str) -> str:
     torchcompat.require("a simulated device (the CUDA path of scan and trace, run --simulate, fix --verify)",
                         torchcompat.SIMULATED_DEVICE,
                         "on this torch: opaudit scan/trace --device cpu (the CPU path), lint, fix, matrix, report; "
-                        "or a venv with torch >= 2.4 for the rehearsal")
+                        "or a venv with a newer torch for the rehearsal")
     current = torch._C._get_privateuse1_backend_name()
     if _setup or current != "privateuseone":
         raise InputError(f"this process already has a {current!r} device: a process simulates one device type",

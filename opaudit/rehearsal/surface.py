@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from opaudit import torchcompat
 from opaudit.lint.catalogue import Target
 
 
@@ -53,9 +54,9 @@ def standin(name: str, kind: str, target: Target, device: str) -> Any:
         call.__name__ = call.__qualname__ = name.rsplit(".", 1)[-1]
         return call
     if kind == "autocast_dtype":
-        return lambda: torch.get_autocast_dtype(device)
+        return lambda: torchcompat.autocast_dtype(device)
     if kind == "set_autocast_dtype":
-        return lambda dtype: torch.set_autocast_dtype(device, dtype)
+        return lambda dtype: torchcompat.set_autocast_dtype(device, dtype)
     if kind == "unavailable":
         def unavailable(*args: Any, **kwargs: Any) -> Any:
             raise SurfaceUnavailable(f"{name} of {target.title} cannot run in a rehearsal on the CPU")

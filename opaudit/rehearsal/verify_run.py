@@ -74,9 +74,10 @@ class _Watch:
         import torch
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
+        from opaudit.rehearsal.amp import scaler_classes
+
         watch = self
         backward = torch.Tensor.backward
-        scale = torch.amp.GradScaler.scale
 
         def scalar(t: Any) -> float | None:
             try:
@@ -94,15 +95,18 @@ class _Watch:
                 watch.losses.append(value)
             return backward(self, *args, **kwargs)
 
-        def watched_scale(self: Any, outputs: Any) -> Any:
-            out = scale(self, outputs)
-            value = scalar(outputs)
-            if value is not None and isinstance(out, torch.Tensor):
-                watch._scaled[id(out)] = value  # backward on the scaled loss records the loss itself
-            return out
+        def watching(scale: Any) -> Any:
+            def watched_scale(self: Any, outputs: Any) -> Any:
+                out = scale(self, outputs)
+                value = scalar(outputs)
+                if value is not None and isinstance(out, torch.Tensor):
+                    watch._scaled[id(out)] = value  # backward on the scaled loss records the loss itself
+                return out
+            return watched_scale
 
         torch.Tensor.backward = watched_backward  # type: ignore[method-assign]
-        torch.amp.GradScaler.scale = watched_scale  # type: ignore[method-assign]
+        for cls in scaler_classes():  # (torch < 2.3: CUDA's and the device's own, rehearsal/amp.py)
+            cls.scale = watching(cls.scale)
 
         def pre(opt: Any, args: Any, kwargs: Any) -> None:
             if watch.steps >= CHECKED_STEPS:

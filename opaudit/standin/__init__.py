@@ -405,16 +405,16 @@ def _kernels_without_cpu() -> None:
     import torch
 
     from opaudit.fallback.choose import cpu_impl
-    from opaudit.fallback.references import has_cpu_kernel, scope
+    from opaudit.fallback.references import BEFORE_CPU_KERNEL, has_cpu_kernel, scope
 
     lib = torch.library.Library("aten", "IMPL")  # noqa: TOR901 - kernels for existing aten ops on the CUDA key
     # a composite's question whether the device has a library for the op (ctc_loss asks for CUDA tensors): no
     # cuDNN or MIOpen here, as cudnn_is_acceptable answers for batch norm and convolution
     for name in NO_LIBRARY:
         lib.impl(name, _no, "CUDA")
-    for name, entry in scope().items():
-        if entry.get("how") not in ("reference", "decomposition"):
-            continue
+    # (and GradScaler's ops on a torch older than their CPU kernels: references.BEFORE_CPU_KERNEL)
+    names = [n for n, entry in scope().items() if entry.get("how") in ("reference", "decomposition")]
+    for name in [*names, *BEFORE_CPU_KERNEL]:
         base, _, overload = name.partition(".")
         packet = getattr(torch.ops.aten, base, None)
         if packet is None or (overload or "default") not in packet.overloads():

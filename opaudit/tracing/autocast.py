@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from opaudit import torchcompat
 from opaudit.data import load_toml
 
 _KEY = torch._C.DispatchKey.AutocastCPU
@@ -233,7 +234,7 @@ class CudaAutocast:
 
     def uninstall(self) -> None:
         if self._lib is not None:
-            self._lib._destroy()
+            torchcompat.destroy_library(self._lib)
             self._lib = None
             _unhook_clear(self.caster)
 

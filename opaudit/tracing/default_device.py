@@ -62,7 +62,9 @@ class DefaultDevice(Patches):
                 originals[id(w)] = w
         wrappers = {key: self._wrap(f) for key, f in originals.items()}
         self.patch_aliases(originals, wrappers, _scanned, _holding)
-        default = torch.get_default_device
+        default = getattr(torch, "get_default_device", None)  # (torch >= 2.3)
+        if default is None:
+            return self
         device = self.device
 
         def get_default_device() -> torch.device:

@@ -3,9 +3,9 @@
     python tests/compat/check.py VENV [--out results.json]
 
 VENV is a virtual environment with that torch and opaudit installed (``.ci/run`` makes them: PyPI's builds of
-torch 2.1.2 and 2.4.1). Each check runs one command in a fresh folder and compares its exit code with what opaudit
-promises on that torch (docs/targets.md, "Which PyTorch"): every command from torch 2.1, the simulated devices (the
-CUDA path of scan and trace, run --simulate) from torch 2.4, and one line naming the torch they need before that.
+torch 2.1.2 and 2.5.1). Each check runs one command in a fresh folder and compares its exit code with what opaudit
+promises on that torch (docs/compat.md, "Which PyTorch"): every command from torch 2.1, the simulated devices (the
+CUDA path of scan and trace, run --simulate, fix --verify) included.
 Prints one line per check; writes the results as JSON; exits 1 when any check is not what is promised.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,7 +24,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 FIXTURES = ROOT / "tests" / "fixtures"
-CUDA_PATH = (2, 4)  # opaudit.torchcompat.SIMULATED_DEVICE
 
 
 def versions_of(python: Path) -> tuple[str, str, tuple[int, int]]:
@@ -34,12 +34,14 @@ def versions_of(python: Path) -> tuple[str, str, tuple[int, int]]:
     return out[0], out[1], (int(major), int(minor))
 
 
-def checks(have: tuple[int, int], work: Path) -> list[tuple[str, list[str], set[int], str]]:
+def checks(work: Path) -> list[tuple[str, list[str], set[int], str]]:
     """(name, opaudit's arguments, the exit codes promised, a text the output must hold) of each check."""
     trace = str(work / "model.trace.json")
-    cuda = have >= CUDA_PATH
-    refused = "needs torch >= 2.4"
-    train = [str(EXAMPLES / "train_cuda.py"), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "8"]
+    sizes = ["--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "8"]
+    train = [str(EXAMPLES / "train_cuda.py"), *sizes]
+    port = work / "port" / "train_cuda.py"  # (fix rewrites it in place: a copy)
+    port.parent.mkdir(exist_ok=True)
+    shutil.copy(EXAMPLES / "train_cuda.py", port)
     return [
         ("lint", ["lint", str(EXAMPLES)], {0, 1}, "OA"),
         ("matrix", ["matrix", "list", "ascend"], {0}, "ascend@2.1.0"),
@@ -48,13 +50,14 @@ def checks(have: tuple[int, int], work: Path) -> list[tuple[str, list[str], set[
          {0}, "Will it run?"),
         ("report", ["report", trace, "-t", "ascend", "-t", "cambricon"], {0}, "Will it run?"),
         ("trace --device cpu", ["trace", "--device", "cpu", "-q", "--no-audit", "--", *train], {0}, "epoch 0"),
-        ("scan (CUDA path)", ["scan", str(EXAMPLES / "model.py"), "--train"], {0} if cuda else {2},
-         "Will it run?" if cuda else refused),
-        ("run --simulate", ["run", "--simulate", "ascend", "--", *train], {0} if cuda else {2},
-         "runs on the device" if cuda else refused),
+        ("scan (CUDA path)", ["scan", str(EXAMPLES / "model.py"), "--train"], {0}, "Will it run?"),
+        ("run --simulate", ["run", "--simulate", "ascend", "--", *train], {0}, "runs on the device"),
         # DDP of one rank: its C++ parameter check and broadcasts wait on the simulated group's collectives
         ("run --simulate DDP", ["run", "--simulate", "ascend", "--", str(FIXTURES / "fallback" / "ddp_hccl.py")],
-         {0} if cuda else {2}, "world 1 backend hccl" if cuda else refused),
+         {0}, "world 1 backend hccl"),
+        # the port for the newest Ascend release (torch.amp.GradScaler("npu"), ...), rehearsed with CUDA absent
+        ("fix --verify", ["fix", "--target", "ascend", "--unsafe-fixes", "--verify", "--", str(port), *sizes],
+         {0}, "the port runs on ascend"),
     ]
 
 
@@ -83,13 +86,13 @@ def main() -> int:
     args = p.parse_args()
     venv = args.venv.absolute()  # (not resolve(): the venv's python is a link out of it)
     python = venv / "bin" / "python"
-    version, py, have = versions_of(python)
+    version, py, _ = versions_of(python)
     results = []
     with tempfile.TemporaryDirectory(prefix="opaudit-compat-") as tmp:
         work = Path(tmp)
         env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
         env.pop("PYTHONPATH", None)
-        for name, argv, codes, text in checks(have, work):
+        for name, argv, codes, text in checks(work):
             start = time.perf_counter()
             done = subprocess.run([str(python), "-m", "opaudit", *argv], capture_output=True, text=True, cwd=work,
                                   env=env, timeout=900)
@@ -102,7 +105,7 @@ def main() -> int:
                   flush=True)
             if not ok:
                 print(output[-3000:], file=sys.stderr)
-        for target, script in AGREE if have >= CUDA_PATH else []:
+        for target, script in AGREE:
             start = time.perf_counter()
             ok, said = agreement(python, env, work, target, script)
             seconds = round(time.perf_counter() - start, 1)

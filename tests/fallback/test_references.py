@@ -11,7 +11,13 @@ import torch
 from helpers import FIXTURES, run_cli
 
 from opaudit.fallback.choose import cpu_impl, decomposition, overload_of
-from opaudit.fallback.references import REFERENCES, has_cpu_kernel, native_without_cpu_kernel, scope
+from opaudit.fallback.references import (
+    BEFORE_CPU_KERNEL,
+    REFERENCES,
+    has_cpu_kernel,
+    native_without_cpu_kernel,
+    scope,
+)
 
 aten = torch.ops.aten
 F64 = torch.float64
@@ -147,6 +153,30 @@ def test_matrix_products_with_an_output_dtype():
     torch.testing.assert_close(into[0].double(), exact, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(REFERENCES["baddbmm.dtype"](c[None], a[None], b[None], torch.float32)[0].double(),
                                c.double() + exact, rtol=1e-6, atol=1e-6)
+
+
+def test_grad_scalers_ops_before_their_cpu_kernels_do_what_the_cpu_kernels_do():
+    """The references a torch older than 2.3 runs GradScaler's ops with (no CPU kernel there) give what 2.3's CPU
+    kernels give: unscaling with the inf check, and the scale's backoff, growth and growth tracker."""
+    unscale = BEFORE_CPU_KERNEL["_amp_foreach_non_finite_check_and_unscale_"][1]
+    update = BEFORE_CPU_KERNEL["_amp_update_scale_"][1]
+    assert has_cpu_kernel(aten._amp_update_scale_.default)  # (this torch has them: the references are not taken)
+    for values in ([1.0, 2.0], [1.0, float("inf")], [float("nan"), 3.0]):
+        for dtype in (torch.float32, torch.float16):
+            ours = [torch.tensor(values, dtype=dtype), torch.tensor([4.0], dtype=dtype)]
+            theirs = [t.clone() for t in ours]
+            found_ours, found_theirs = torch.zeros(()), torch.zeros(())
+            unscale(ours, found_ours, torch.tensor(0.5))
+            aten._amp_foreach_non_finite_check_and_unscale_(theirs, found_theirs, torch.tensor(0.5))
+            for a, b in zip(ours, theirs, strict=True):
+                torch.testing.assert_close(a, b, equal_nan=True)
+            assert found_ours.item() == found_theirs.item()
+    for found, tracker, interval in ((1.0, 3, 4), (0.0, 1, 4), (0.0, 3, 4), (0.0, 0, 1)):
+        ours = (torch.tensor(1024.0), torch.tensor(tracker, dtype=torch.int32))
+        theirs = (ours[0].clone(), ours[1].clone())
+        assert update(*ours, torch.tensor(found), 2.0, 0.5, interval) is ours[0]
+        aten._amp_update_scale_(*theirs, torch.tensor(found), 2.0, 0.5, interval)
+        assert ours[0].item() == theirs[0].item() and ours[1].item() == theirs[1].item()
 
 
 def test_the_list_of_ops_without_a_cpu_kernel_is_closed():
