@@ -70,7 +70,8 @@ def _stream_bases() -> tuple[type, type]:
         from torch import _streambase
     except ImportError:
         return object, object
-    if issubclass(_streambase._EventBase, torch.Event):
+    event = getattr(torch, "Event", None)  # (torch >= 2.4; 2.2 and 2.3 have torch._streambase without it)
+    if event is not None and issubclass(_streambase._EventBase, event):
         return object, object
     return _streambase._EventBase, _streambase._StreamBase
 
