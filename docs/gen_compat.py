@@ -20,15 +20,12 @@ RESULTS = ROOT / "bench" / "results" / "compat"
 PAGE = ROOT / "docs" / "compat.md"
 sys.path.insert(0, str(ROOT))
 
-from opaudit.auditing import OLDEST_TORCH, OLDEST_TORCH_CUDA_PATH  # noqa: E402
+from opaudit.auditing import OLDEST_TORCH  # noqa: E402
 from opaudit.matrix import load_database  # noqa: E402
 from opaudit.matrix.torchops import version_key  # noqa: E402
 
 LEVELS = {
     "all": "every command",
-    "no-sim": "lint, fix, matrix, report, scan/trace `--device cpu`; no simulated device (the CUDA path, "
-              "`run --simulate`, `fix --verify` say they need torch "
-              f">= {OLDEST_TORCH_CUDA_PATH[0]}.{OLDEST_TORCH_CUDA_PATH[1]})",
     "none": f"opaudit does not run (it needs torch >= {OLDEST_TORCH[0]}.{OLDEST_TORCH[1]}); the audit of a trace "
             "made under a newer torch still answers for the release",
 }
@@ -36,9 +33,7 @@ LEVELS = {
 
 def level(torch_version: str) -> str:
     have = version_key(torch_version)[:2]
-    if have < OLDEST_TORCH:
-        return "none"
-    return "all" if have >= OLDEST_TORCH_CUDA_PATH else "no-sim"
+    return "none" if have < OLDEST_TORCH else "all"
 
 
 def runs() -> list[dict]:
@@ -70,16 +65,16 @@ def render() -> str:
         "opaudit runs under the PyTorch a team already has, and the vendors' plugins pin their own: what each "
         "command needs, and what was checked. `tests/compat/check.py VENV` runs the commands a user runs (lint, "
         "matrix, doctor, scan and trace on the CPU path, report, the CUDA path of scan, `run --simulate` of a "
-        "CUDA training script, and the audit against the strict rehearsal of the same script on two targets) "
-        "under a venv's torch and compares each exit code with what is promised below; `.ci/run` runs it under "
-        "PyPI's torch 2.1.2 and 2.5.1 (with `numpy<2` and `pandas<3` for 2.1, built against NumPy 1).",
+        "CUDA training script and of DDP, `fix --verify` of its port to Ascend, and the audit against the strict "
+        "rehearsal of a script on two targets) under a venv's torch and compares each exit code with what is "
+        "promised below; `.ci/run` runs it under PyPI's torch 2.1.2 and 2.5.1 (with `numpy<2` and `pandas<3` for "
+        "2.1, built against NumPy 1). Below torch 2.4 the simulated devices use what that torch has, as the vendors' "
+        "plugins for it did (opaudit/torchcompat.py).",
         "",
         "| torch | what opaudit does there |",
         "|---|---|",
         f"| < {OLDEST_TORCH[0]}.{OLDEST_TORCH[1]} | {LEVELS['none']} |",
-        f"| {OLDEST_TORCH[0]}.{OLDEST_TORCH[1]} to {OLDEST_TORCH_CUDA_PATH[0]}.{OLDEST_TORCH_CUDA_PATH[1] - 1} | "
-        f"{LEVELS['no-sim']} |",
-        f"| >= {OLDEST_TORCH_CUDA_PATH[0]}.{OLDEST_TORCH_CUDA_PATH[1]} | {LEVELS['all']} |",
+        f"| >= {OLDEST_TORCH[0]}.{OLDEST_TORCH[1]} | {LEVELS['all']} |",
         "",
         "## The runs",
         "",

@@ -319,9 +319,8 @@ def audit(trace: Trace, targets: Sequence[str | Matrix] | None = None, *, landsc
     return result
 
 
-# the oldest PyTorch opaudit runs on, and the oldest its simulated devices (the CUDA path) run on: torchcompat.py
+# the oldest PyTorch opaudit runs on, every command (its simulated devices too: torchcompat.py)
 OLDEST_TORCH = (2, 1)
-OLDEST_TORCH_CUDA_PATH = (2, 4)
 
 
 def retrace_advice(trace: Trace, r: Any) -> str:
@@ -350,16 +349,11 @@ def retrace_advice(trace: Trace, r: Any) -> str:
         command = ["scan", "MODEL"]
     if command[0] == "scan":
         command += ["-t", r.key]
-    if have < OLDEST_TORCH_CUDA_PATH:
-        command.insert(1, "--device")
-        command.insert(2, "cpu")
     pins = [f"torch=={torch_v}"] + (["numpy<2", "pandas<3"] if have < (2, 3) else [])
     here = Path(__file__).resolve().parent.parent
     install = [*pins, "-e", str(here)] if (here / "pyproject.toml").exists() else [*pins, "opaudit"]
     venv = f".venv-torch{torch_v}"
-    cpu = (" (the CPU path: the CUDA path needs PyTorch >= "
-           f"{OLDEST_TORCH_CUDA_PATH[0]}.{OLDEST_TORCH_CUDA_PATH[1]})") if have < OLDEST_TORCH_CUDA_PATH else ""
-    return (f"re-trace under {r.key}'s PyTorch {torch_v}{cpu}: python -m venv {venv} && . {venv}/bin/activate && "
+    return (f"re-trace under {r.key}'s PyTorch {torch_v}: python -m venv {venv} && . {venv}/bin/activate && "
             f"pip install {shlex.join(install)} && opaudit {shlex.join(command)}")
 
 
