@@ -330,18 +330,23 @@ def _start(tmpdir: Path, name: str, script: Path, argv: list[str], cwd: Path, ro
            target: str | None, origin: Path | None = None) -> _Child:
     """Run ``script`` in ``root`` (a copy of ``origin``, or the tree itself) in a process of its own."""
     out, log = tmpdir / f"{name}.json", tmpdir / f"{name}.log"
-    spec = {"script": str(script), "argv": argv, "cwd": str(cwd if cwd.is_dir() else root), "root": str(root),
-            "target": target, "out": str(out)}
+    run_cwd = cwd if cwd.is_dir() else root
+    # origin: the tree this one copies; the run's sys.path has none of its folders, each moved to its place in the
+    # copy (verify_run.isolate), so that a run of the original can never import the port being written in place
+    spec = {"script": str(script), "argv": argv, "cwd": str(run_cwd), "root": str(root),
+            "origin": str(origin.resolve()) if origin is not None else None, "target": target, "out": str(out)}
     (tmpdir / f"{name}.spec.json").write_text(json.dumps(spec))
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONHASHSEED": "0"}  # no GPU; the same hashes
-    if env.get("PYTHONPATH") and origin is not None:  # the program's own folders on the path: those of this copy
-        env["PYTHONPATH"] = os.pathsep.join(str(_moved(Path(p), origin, root)) if p else p
-                                            for p in env["PYTHONPATH"].split(os.pathsep))
+    if env.get("PYTHONPATH"):  # absolute (the run starts in its own folder); the program's own: those of this copy
+        env["PYTHONPATH"] = os.pathsep.join(
+            (str(_moved(Path(p), origin, root)) if origin is not None else str(Path(p).resolve())) if p else p
+            for p in env["PYTHONPATH"].split(os.pathsep))
     with open(log, "wb") as f:
         spec_path = str(tmpdir / f"{name}.spec.json")
+        # started in its own folder, not the caller's: `-m` puts the starting folder first on sys.path
         proc = subprocess.Popen([sys.executable, "-m", "opaudit.rehearsal.verify_run", spec_path],
                                 stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)
+                                cwd=str(run_cwd), start_new_session=True)
     return _Child(proc, out, log, time.monotonic())
 
 

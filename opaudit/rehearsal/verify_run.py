@@ -140,6 +140,40 @@ def _seed() -> None:
         pass
 
 
+def _under(path: str, root: str) -> str | None:
+    """``path`` relative to ``root`` ("" for ``root`` itself), None when outside it."""
+    rel = os.path.relpath(path, root)
+    return None if rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel) else \
+        ("" if rel == os.curdir else rel)
+
+
+def isolate(spec: dict[str, Any], started_in: str) -> None:
+    """The run's sys.path as ``python SCRIPT`` would have it, with nothing of the tree this run's copy was taken
+    from: the folder ``-m`` put first (the one the process started in) dropped, and every folder of ``origin``
+    (a ``.pth`` file's, an editable install's) moved to its place in the copy, ``root``. The reference run of
+    ``fix --verify`` imports the original only, never the port being written in its place at the same time."""
+    if sys.path and os.path.realpath(sys.path[0] or started_in) == os.path.realpath(started_in):
+        del sys.path[0]
+    origin, root = spec.get("origin"), spec["root"]
+    if not origin:
+        return
+    origin = os.path.realpath(origin)
+
+    def moved(entry: str) -> str:
+        if not isinstance(entry, str) or not entry:
+            return entry
+        rel = _under(os.path.realpath(entry), origin)
+        return entry if rel is None else os.path.join(root, rel) if rel else root
+
+    sys.path[:] = [moved(p) for p in sys.path]
+    for name, module in list(sys.modules.items()):  # setuptools' editable installs: {package: its folder}
+        mapping = getattr(module, "MAPPING", None) if name.startswith("__editable__") else None
+        if isinstance(mapping, dict):
+            for key, value in list(mapping.items()):
+                mapping[key] = moved(value)
+    sys.path_importer_cache.clear()
+
+
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     """Run the program ``spec`` names; what it did, as JSON-able data."""
     from opaudit.errors import OpauditError, describe_exception, user_frames
@@ -198,6 +232,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text())
+    isolate(spec, os.getcwd())
     result = run(spec)
     from opaudit.files import write_atomic
 
