@@ -2,7 +2,8 @@
 
 - ``x.cuda()``, ``x.cuda(i)`` (OA101) and ``x.is_cuda`` (OA108): matched by name, so the fix is safe only
   where the receiver is known to be a tensor or module (``opaudit/lint/receivers.py``), unsafe elsewhere,
-  and the message says which.
+  and the message says which. Where a class of the file defines ``cuda`` itself, a receiver that may be an
+  instance of it (``self`` in it, one built from it, one not known to be torch's) is left for a person to check.
 - The legacy typed tensors ``torch.cuda.FloatTensor`` and friends (OA109): a call with literal sizes or
   data becomes ``torch.empty`` / ``torch.tensor`` with dtype and device; elsewhere the class becomes the
   plugin's own where it has them (``torch.npu.FloatTensor``), else a class test or a ``.type(...)``
@@ -21,8 +22,10 @@ tests/lint/test_typed_aliases.py.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 import libcst as cst
 
@@ -50,13 +53,46 @@ from opaudit.lint.walk import (
 class Tensors:
     """What the file says of the receivers of `.cuda()` and `.is_cuda`."""
 
-    defines_cuda_method: bool  # a class of the file defines cuda()
+    cuda_classes: frozenset[str]  # the classes of the file that define a cuda() method of their own
     own_is_cuda: frozenset[str]  # receivers whose .is_cuda the file sets itself
     receivers: Receivers  # what receivers are known to be
 
     @classmethod
     def start(cls, c: FileCheck, module: cst.Module, source: bytes) -> Tensors:
-        return cls(b"def cuda(" in source, _own_is_cuda(source), Receivers(c, module, source))
+        return cls(_cuda_classes(module) if b"def cuda(" in source else frozenset(), _own_is_cuda(source),
+                   Receivers(c, module, source))
+
+
+def _cuda_classes(module: cst.Module) -> frozenset[str]:
+    """The names of the classes (at any depth) whose body defines ``cuda``: a function of that name outside a class
+    body (``def cuda(tensor, flag): return tensor.cuda() if flag else tensor``) is no method of anything."""
+    out: set[str] = set()
+    todo: list[cst.CSTNode] = [module]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, cst.ClassDef) and any(
+                isinstance(s, cst.FunctionDef) and s.name.value == "cuda" for s in _class_statements(node.body.body)):
+            out.add(node.name.value)
+        if isinstance(node, (cst.Module, cst.ClassDef, cst.FunctionDef, cst.BaseCompoundStatement, cst.BaseSuite)):
+            todo.extend(n for n in children(node) if isinstance(n, (cst.BaseCompoundStatement, cst.BaseSuite,
+                                                                     cst.ClassDef, cst.FunctionDef)))
+    return frozenset(out)
+
+
+def _class_statements(body: Any) -> Iterator[cst.CSTNode]:
+    """The statements of a class body, those of its if/try/with blocks included (a cuda() defined conditionally)."""
+    for stmt in body:
+        yield stmt
+        if not isinstance(stmt, (cst.If, cst.Try, cst.With)):
+            continue
+        for block in (stmt.body, *getattr(stmt, "handlers", ()), getattr(stmt, "orelse", None),
+                      getattr(stmt, "finalbody", None)):
+            if isinstance(block, cst.If):  # an elif
+                yield from _class_statements([block])
+            elif block is not None:
+                suite = block if isinstance(block, cst.BaseSuite) else block.body
+                if isinstance(suite, cst.IndentedBlock):
+                    yield from _class_statements(suite.body)
 
 
 @on_method("cuda")
@@ -68,7 +104,9 @@ def _cuda(c: FileCheck, node: cst.Call, func: cst.Attribute) -> None:
         return  # torch.cuda() is no tensor method
     c.handled.add(id(func))
     new: cst.CSTNode | None = None
-    if c.state(Tensors).defines_cuda_method:
+    state = c.state(Tensors)
+    kind = state.receivers.kind(func.value, c.stack)
+    if state.cuda_classes and _may_be_own_cuda(c, func.value, kind, state.cuda_classes):
         c.report(node, "OA101", "`.cuda()` moves a tensor or module to a CUDA device (a class in this file "
                  "defines its own cuda(): check which one this is)", heuristic=True)
         return
@@ -87,13 +125,31 @@ def _cuda(c: FileCheck, node: cst.Call, func: cst.Attribute) -> None:
         elif t.device:
             new = node.with_changes(func=func.with_changes(attr=cst.Name("to")),
                                     args=_with_first(cst.SimpleString(f'"{t.device}"'), keywords))
-    kind = c.state(Tensors).receivers.kind(func.value, c.stack)
     if kind:
         c.report(node, "OA101", f"`.cuda()` moves a tensor or module to a CUDA device (the receiver is {kind})",
                  new, fix="safe")
     else:
         c.report(node, "OA101", "`.cuda()` moves a tensor or module to a CUDA device (the receiver is not known "
                  "to be a tensor or module: check it)", new, heuristic=True)
+
+
+_OWN_CLASS_KIND = re.compile(r"(\w+), an nn\.Module subclass")
+
+
+def _may_be_own_cuda(c: FileCheck, receiver: cst.CSTNode, kind: str | None, classes: frozenset[str]) -> bool:
+    """Whether the receiver of ``.cuda()`` may be an instance of one of ``classes`` (those of the file that define
+    cuda() themselves): ``self`` in a method of one, an instance built from one, or a receiver not known to be a
+    torch tensor or module at all."""
+    if isinstance(receiver, cst.Name) and receiver.value == "self":
+        cls = next((n for n in reversed(c.stack) if isinstance(n, cst.ClassDef)), None)
+        if cls is not None and cls.name.value in classes:
+            return True
+    if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value in classes:
+        return True
+    if not kind:
+        return True
+    named = _OWN_CLASS_KIND.search(kind)
+    return named is not None and named.group(1) in classes
 
 
 def _with_first(first: cst.BaseExpression, rest: list[cst.Arg]) -> list[cst.Arg]:
