@@ -980,12 +980,20 @@ def timm_constructor(timm: Any, name: str, edits: dict[str, Any] | None = None) 
     defaults, then what the entrypoint passed), read from a build on meta with ``edits`` applied."""
     import torch
 
+    if not edits and name in _TIMM_BUILT:
+        return _TIMM_BUILT[name]
     with torch.device("meta"):
         cls = type(timm.create_model(name, pretrained=False))
     seen: dict[str, Any] = {}
     with torch.device("meta"), _timm_edited(cls, edits or {}, seen):
         timm.create_model(name, pretrained=False)
+    if not edits:
+        _TIMM_BUILT[name] = cls, seen
     return cls, seen
+
+
+_TIMM_BUILT: dict[str, tuple[type, dict[str, Any]]] = {}  # a process's reads of timm_constructor (a model's cut,
+# its overrides' split between the constructor and create_model: the same model's read several times)
 
 
 class _timm_edited:
