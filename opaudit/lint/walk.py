@@ -20,7 +20,8 @@ them (parents before children, in source order):
 Handlers run in the order the families are imported (``opaudit/lint/rules/__init__.py``), then in the
 order each registers. Module-level APIs are matched by qualified name: the file's imports (including
 ``import torch as t``, ``from torch import cuda`` and ``from torch.cuda import amp as A``) resolve the
-root of each dotted chain, and a binding of an enclosing scope hides them. What a construct becomes on a
+root of each dotted chain, and a binding of an enclosing scope hides them; a star import of one of the
+project's own modules binds what that module's imports bind (``stars.py``). What a construct becomes on a
 target comes from the target tables (rules/targets/) and the catalogue.
 
 A handler reports ``(node, code, message, replacement node or None)`` through ``FileCheck.report``; the
@@ -38,6 +39,7 @@ from typing import Any, TypeVar
 import libcst as cst
 
 from opaudit.lint.catalogue import Catalogue, Target
+from opaudit.lint.stars import star_names
 
 S = TypeVar("S")
 
@@ -66,6 +68,7 @@ class Imported:
     module: str  # the import that bound it, for removing it once unused
     obj: str | None
     asname: str | None
+    star: bool = False  # bound through a star import of one of the project's modules: no import of this file
 
 
 @dataclass
@@ -475,7 +478,14 @@ class FileCheck:
                     root = full.split(".")[0]
                     self._table(root).setdefault(root, Imported(root, full, None, None))
             return
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+        if isinstance(node.names, cst.ImportStar):  # (at module level only)
+            if self.path is not None:
+                # what the project's module binds by its imports (stars.py), in the order of execution
+                for name, b in star_names(self.path, dotted(node.module) if node.module is not None else None,
+                                          len(node.relative)).items():
+                    self.imports[name] = Imported(b.qualname, b.module, b.obj, b.asname, star=True)
+            return
+        if node.relative or node.module is None:
             return
         module = dotted(node.module) or ""
         for alias in node.names:
@@ -528,7 +538,7 @@ class FileCheck:
         if bound is not None and new.startswith(bound.qualname + ".") and (bound.qualname != "torch" or not any(
                 new.startswith(m + ".") for m in EXPLICIT_IMPORTS)):
             return expr(root + new[len(bound.qualname):])  # through the name the file already has
-        if bound is not None and (bound.obj is not None or bound.qualname.split(".")[0] != "torch"):
+        if bound is not None and not bound.star and (bound.obj is not None or bound.qualname.split(".")[0] != "torch"):
             self.plan.remove_imports.add((bound.module, bound.obj, bound.asname))  # removed only once unused
         alias = self.torch_alias
         if alias is not None and new.startswith("torch.") and not any(new.startswith(m + ".")
