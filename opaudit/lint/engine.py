@@ -331,6 +331,24 @@ def _findings(path: str, module: cst.Module, plan: Plan, text: str | None,
     return out
 
 
+def _imports_of_info(pairs: list[tuple[Finding, Report]], reports: list[Report],
+                     info: frozenset[str]) -> list[tuple[Finding, Report]]:
+    """An import of a CUDA-only torch module (``from torch.backends import cudnn``) loads on every torch build: its
+    finding is info where every finding on a use of what it imports is (``cudnn.benchmark = True``), or there is
+    none, so that a port left with only such flags is clean; where one use is CUDA use, so is the import."""
+    if not any(r.uses is not None for _, r in pairs):
+        return pairs
+    out = []
+    for f, r in pairs:
+        if r.uses is not None and f.blocking:
+            over = set().union(*r.uses)
+            if all(u.severity == "info" or u.code in info for u in reports if u is not r and id(u.node) in over):
+                f = replace(f, severity="info", message=f"{f.message} (only info findings use it)" if r.uses else
+                            f"{f.message} (nothing uses it)")
+        out.append((f, r))
+    return out
+
+
 class _Apply(cst.CSTTransformer):
     """Replace nodes by identity in one pass, descending only along the paths to them (a LibCST transform
     rebuilds every node it enters)."""
@@ -466,7 +484,7 @@ def _run_rules(source: bytes, settings: Settings, path: str, *, fix: bool) -> Fi
         text = text[1:]
     noqa = _noqa(text) if "noqa" in text else {}
     plan = _check(module, source, target, cat, selected, settings.min_torch, path)
-    pairs = _findings(path, module, plan, text, noqa)
+    pairs = _imports_of_info(_findings(path, module, plan, text, noqa), plan.reports, info_codes(settings))
     result.findings = [f for f, _ in pairs]
     extra = _backend_import(path, text, target, selected)
     if not fix:

@@ -60,6 +60,9 @@ class Report:
     ancestors: frozenset[int] = frozenset()  # ids of the nodes above it (a fix rebuilds only those)
     conjunction: int | None = None  # id of the outermost `and` / `or` holding it
     severity: str | None = None  # "info" for this finding alone (else the rule's, and the target's, say)
+    # an import's (OA419): per use of what it imports, the ids of the use's nodes and those above it; the engine
+    # makes the finding info where every finding on them is info (the import itself loads on every torch build)
+    uses: list[frozenset[int]] | None = None
 
 
 @dataclass

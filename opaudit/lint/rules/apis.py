@@ -16,6 +16,7 @@ Examples: rules/catalogue.toml, the entries with ``apis``.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
@@ -31,6 +32,7 @@ from opaudit.lint.walk import (
     Report,
     dotted,
     expr,
+    file_state,
     getattr_name,
     imported_names,
     lookup,
@@ -65,6 +67,9 @@ def _visit_import(c: FileCheck, node: cst.Import | cst.ImportFrom) -> None:
         if c.on("OA419"):
             shown = cuda_module
             c.report(node, "OA419", f"{c.rules['OA419'].summary}: `{shown}`")
+            imports = c.state(CudaImports)
+            if imports.active and not isinstance(node.names, cst.ImportStar):  # (a star's names are not known)
+                imports.modules.append((c.plan.reports[-1], cuda_module))
     if isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None and \
             not isinstance(node.names, cst.ImportStar):
         # `from torch.utils.cpp_extension import CUDA_HOME` and friends: the imported object is an API
@@ -74,6 +79,33 @@ def _visit_import(c: FileCheck, node: cst.Import | cst.ImportFrom) -> None:
             code = lookup(c.api_exact, c.api_prefix, q)
             if code in ("OA507", "OA801", "OA306", "OA410", "OA416") and c.on(code):
                 c.report(a, code, f"{c.rules[code].summary}: `{q}`")
+
+
+@file_state
+@dataclass
+class CudaImports:
+    """The file's imports of CUDA-only torch modules (OA419) and the uses of what they import: where every finding
+    on those uses is info (``cudnn.benchmark = True``), so is the import's, which loads on every torch build (the
+    engine decides, with the info codes of the run: ``Report.uses``)."""
+
+    active: bool  # the file has such an import (its uses are noted from the start of the walk)
+    modules: list[tuple[Report, str]] = field(default_factory=list)  # the import's finding, the module
+    uses: list[tuple[str, frozenset[int]]] = field(default_factory=list)  # qualname, ids of the use and above it
+
+    @classmethod
+    def start(cls, c: FileCheck, module: cst.Module, source: bytes) -> CudaImports:
+        return cls("OA419" in c.selected and _CUDA_IMPORT.search(source) is not None)
+
+
+_CUDA_IMPORT = re.compile(rb"\bimport[ \t]+torch\.(?:cuda|backends)|\bfrom[ \t]+torch\.(?:cuda|backends)|"
+                          rb"\bfrom[ \t]+torch[ \t]+import[ \t][^\n]*\bcuda\b")
+
+
+@on_finish
+def _import_uses(c: FileCheck) -> None:
+    imports = c.state(CudaImports)
+    for report, module in imports.modules:
+        report.uses = [ids for q, ids in imports.uses if q == module or q.startswith(module + ".")]
 
 
 def _cuda_module(name: str) -> bool:
@@ -105,6 +137,11 @@ def _is_maximal_chain(c: FileCheck, node: cst.CSTNode) -> bool:
 
 @on(cst.Name, cst.Attribute)
 def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
+    imports = c.state(CudaImports)
+    if imports.active and _is_maximal_chain(c, node):
+        used = c.qualname(node)
+        if used is not None and _cuda_module(used):
+            imports.uses.append((used, frozenset((id(node), *(id(n) for n in c.stack)))))
     if isinstance(c.parent, cst.Decorator) and id(node) not in c.handled:
         q = c.qualname(node)
         if q in AMP_DECORATORS:
@@ -135,6 +172,8 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
         return
     if code == "OA003" and _in_text(c):
         return  # the CUDA version in a log line or a message steers nothing
+    if code == "OA122" and _class_tested(c, node):
+        return  # isinstance(model, nn.DataParallel): a test of what a model is, on every build; nothing runs on CUDA
     rule = c.rules[code]
     own = APIS.get(code)
     if own is not None:  # a rule whose match needs code of its own
@@ -170,6 +209,36 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
         message += f" (no equivalent on {c.target.name})" if not c.target.neutral else \
             f" (no neutral equivalent for torch >= {c.min_torch})"
     c.report(node, code, message, suggestion=suggestion)
+
+
+def _class_tested(c: FileCheck, node: cst.CSTNode) -> bool:
+    """Whether ``node`` (the chain being visited) is a class tested against, not used: the class argument of
+    ``isinstance`` / ``issubclass`` (or an element of a tuple there), or what ``type(x)`` is compared with."""
+    stack = c.stack
+    i = len(stack) - 1
+    while i >= 1 and type(stack[i]) is cst.Element and type(stack[i - 1]) is cst.Tuple:
+        node, i = stack[i - 1], i - 2
+    if i < 1:
+        return False
+    parent, above = stack[i], stack[i - 1]
+    if type(parent) is cst.Arg and type(above) is cst.Call:
+        func = above.func  # type: ignore[attr-defined]
+        args = above.args  # type: ignore[attr-defined]
+        return isinstance(func, cst.Name) and func.value in ("isinstance", "issubclass") and \
+            c.qualname(func) is None and not any(func.value in names for names in c.shadows) and \
+            len(args) == 2 and args[1] is parent and parent.keyword is None and not parent.star  # type: ignore[attr-defined]
+    if type(parent) is cst.ComparisonTarget and type(above) is cst.Comparison:
+        operands = [above.left, *(t.comparator for t in above.comparisons)]  # type: ignore[attr-defined]
+    elif type(parent) is cst.Comparison:
+        operands = [parent.left, *(t.comparator for t in parent.comparisons)]  # type: ignore[attr-defined]
+    else:
+        return False
+    return any(o is node for o in operands) and any(_is_type_call(c, o) for o in operands)
+
+
+def _is_type_call(c: FileCheck, node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "type" and \
+        len(node.args) == 1 and c.qualname(node.func) is None
 
 
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log", "write"})

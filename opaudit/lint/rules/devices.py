@@ -192,8 +192,23 @@ def _map_location(c: FileCheck, value: cst.Dict | cst.Lambda) -> None:
             if isinstance(el, cst.DictElement):
                 c.handled.add(id(el.key))
                 device_string(c, el.value, "OA111", string_only=True)  # torch.load wants strings here
-    elif c.on("OA111"):
+    elif c.on("OA111") and not _keeps_on_cpu(value):
         c.report(value, "OA111", "a map_location function that moves storages to CUDA")
+
+
+def _keeps_on_cpu(function: cst.Lambda) -> bool:
+    """``lambda storage, loc: storage`` (or ``storage.cpu()``, ``storage.to("cpu")``): torch.load hands the function
+    each storage as read, on the CPU, and this one keeps it there; nothing is moved to CUDA."""
+    params = function.params.posonly_params or function.params.params
+    if not params:
+        return False
+    storage = params[0].name.value
+    body = function.body
+    if isinstance(body, cst.Call) and isinstance(body.func, cst.Attribute) and (
+            body.func.attr.value == "cpu" and not body.args or body.func.attr.value == "to" and len(body.args) == 1
+            and body.args[0].keyword is None and string_value(body.args[0].value) == "cpu"):
+        body = body.func.value
+    return isinstance(body, cst.Name) and body.value == storage
 
 
 def chip_name(s: str) -> re.Match[str] | None:
