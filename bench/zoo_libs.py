@@ -105,7 +105,8 @@ def run(library: str, args: argparse.Namespace) -> dict:
         wall = time.perf_counter() - t
         load_after = os.getloadavg()
         t = time.perf_counter()
-        again = run_zoo(specs, train=True, jobs=args.jobs, timeout=args.timeout, cache=cache, shrink=True)
+        again = None if args.no_rerun else run_zoo(specs, train=True, jobs=args.jobs, timeout=args.timeout,
+                                                   cache=cache, shrink=True)
         rerun = time.perf_counter() - t
     finally:
         if args.cache is None:
@@ -134,8 +135,8 @@ def run(library: str, args: argparse.Namespace) -> dict:
         "cuts": dict(Counter((r.get("cut") or {}).get("level") for r in ok)),
         "failed_by_reason": dict(Counter(r["reason"] for r in first.failed).most_common()),
         "wall_s": round(wall, 1),
-        "cached_rerun_s": round(rerun, 1),
-        "cached_rerun_hits": again.cached,
+        "cached_rerun_s": round(rerun, 1) if again is not None else None,
+        "cached_rerun_hits": again.cached if again is not None else None,
         "first_run_cached": first.cached,  # > 0: the first run resumed a kept cache, its wall time is not cold
         "durations_s": {"sum": round(sum(r.get("duration_s") or 0 for r in first.records), 1),
                         "median": sorted(r.get("duration_s") or 0 for r in first.records)[len(first.records) // 2]},
@@ -159,11 +160,16 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="only the first N models of each library")
     ap.add_argument("--sample", default=None, help="families:N: the first N models of each family (module), "
                     "alphabetically, instead of every model")
+    ap.add_argument("--no-rerun", action="store_true", help="no second run from the cache (a change of "
+                    "coverage_db or opaudit during the first changes every cache key: the rerun is a cold run again)")
+    ap.add_argument("--conditions", default=None, help="what the machine shared with the run, recorded as said")
     ap.add_argument("--cache", type=Path, default=None, help="a cache folder to keep (default: a fresh one, removed)")
     ap.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args()
     for library in args.library or ["diffusers", "timm"]:
         result = run(library, args)
+        if args.conditions:
+            result["conditions"] = args.conditions
         path = args.results / f"zoo_{library}.json"
         path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         print(json.dumps({k: v for k, v in result.items() if k not in ("failures", "on_meta")}, indent=1))

@@ -472,7 +472,9 @@ def zoo() -> Bench:
 
 def zoo_library(library: str, title: str) -> Bench:
     d = load(f"zoo_{library}.json")
-    b = Bench(title, f"zoo_libs.py --library {library}", [f"zoo_{library}.json"],
+    options = d.get("options") or {}
+    command = f"zoo_libs.py --library {library}" + (f" --sample {options['sample']}" if options.get("sample") else "")
+    b = Bench(title, command, [f"zoo_{library}.json"],
               header=["measure", "measured", "goal", "met"],
               context=f"{library} {d['versions'][library]}, torch {d['versions']['torch']}, torchvision "
               f"{d['versions']['torchvision'] or 'not installed'}; {d['machine']['cpus']} cores, "
@@ -480,12 +482,21 @@ def zoo_library(library: str, title: str) -> Bench:
               + ", ".join(f"{k} {v}" for k, v in d["failed_by_reason"].items())
               + ". The most common failure: " + (d["failures"][0]["error"][:200] if d["failures"] else "none") + "."
               + (f" Conditions: {d['conditions']}." if "conditions" in d else ""))
-    b.rows = [["models traced for real (CUDA path)", f"{d['traced_real']} of {d['models']} ({pct(d['real_share'])})",
+    sample = d.get("sample") or {}
+    if sample.get("specs"):  # a sample, not the whole library: said in the context and in each figure
+        b.context += (f" Measured on a sample, not the whole library: {sample['rule']} ({d['models']} of "
+                      f"{d['library_models']} models, {sample['families']} modules); each model in it is named in "
+                      f"the results.")
+    of = f" (a sample of {d['library_models']})" if sample.get("specs") else ""
+    b.rows = [["models traced for real (CUDA path)" + of,
+               f"{d['traced_real']} of {d['models']} ({pct(d['real_share'])})",
                f">= {pct(d['goals']['real_share'])}", met(d["met"]["real_share"])],
               ["wall time" + (f" ({d['first_run_cached']} models from a kept cache)" if d.get("first_run_cached")
                               else ", cold"), f"{d['wall_s']} s", "—", "—"],
-              ["rerun from the cache", f"{d['cached_rerun_s']} s", "—", "—"]]
-    b.summary = [[f"zoo of every {library} model", "—", f"{pct(d['real_share'])} traced for real",
+              ["rerun from the cache", f"{d['cached_rerun_s']} s" if d.get("cached_rerun_s") is not None
+               else "not measured", "—", "—"]]
+    b.summary = [[f"zoo of {'a sample of' if sample.get('specs') else 'every'} {library} model"
+                  + ("s" if sample.get("specs") else ""), "—", f"{pct(d['real_share'])} traced for real",
                   f">= {pct(d['goals']['real_share'])}", met(d["met"]["real_share"])]]
     return b
 
