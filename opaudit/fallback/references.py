@@ -255,12 +255,12 @@ def reference(op: torch._ops.OpOverload) -> Callable[..., Any] | None:
     return found
 
 
-_KERNEL_KEYS = ("CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
+_KERNEL_KEYS = ("CPU", "SparseCPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
                 "CompositeExplicitAutogradNonFunctional")
 
 
 def has_cpu_kernel(op: torch._ops.OpOverload) -> bool:
-    """Whether the CPU can run ``op`` on dense tensors (its own kernel, or a composite one)."""
+    """Whether the CPU can run ``op`` (its own kernel, dense or sparse COO, or a composite one)."""
     try:
         return any(torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), k) for k in _KERNEL_KEYS)
     except RuntimeError:  # not an op of the dispatcher

@@ -102,13 +102,18 @@ class Plan:
 CROSS_DEVICE = frozenset({
     "copy_", "_to_copy", "_copy_from", "_copy_from_and_resize", "to", "index.Tensor", "index_put_", "index_put",
     "_index_put_impl_", "set_.source_Tensor", "lift_fresh", "lift_fresh_copy", "_has_compatible_shallow_copy_type",
-    "equal", "_pack_padded_sequence",
+    "equal", "_pack_padded_sequence", "copy_sparse_to_sparse_",
 })
 # device kinds whose tensors torch reshapes with view, never _reshape_alias (aten/src/ATen/native/TensorShape.cpp
 # reshape_symint: is_xla, is_lazy, is_ipu; and tensor subclasses, as the wrapper engine's)
 VIEW_RESHAPE = frozenset({"XLA", "Lazy", "IPU"})
 # results a device's kernel makes on the host (index in the op's results): a packed sequence's batch sizes
 HOST_RESULTS = {"_pack_padded_sequence": frozenset({1})}
+
+
+def qualified(op: str) -> str:
+    """An op's name with its namespace: ``aten::mm``, ``torchvision::nms`` (the plans name an aten op without it)."""
+    return op if "::" in op else f"aten::{op}"
 
 
 class Simulator:
@@ -229,7 +234,8 @@ class Simulator:
                 raise RuntimeError(
                     f"Expected all tensors to be on the same device, but found at least two devices, "
                     f"{state.name}:{self._device_index(args, kwargs)} and cpu! [simulated {self.target}: "
-                    f"aten::{plan.op} got a CPU tensor of shape {list(cpu.shape)}" + (f", at {line}" if line else "")
+                    f"{qualified(plan.op)} got a CPU tensor of shape {list(cpu.shape)}"
+                    + (f", at {line}" if line else "")
                     + "]")
         if plan.kind == _NATIVE:
             plan.stat.calls += 1  # type: ignore[union-attr]
@@ -264,10 +270,10 @@ class Simulator:
         line = user_line()
         dtypes = ", ".join(sorted((used & self.unheld) or used))
         if self.strict:
-            self.stats.errors.append(f"aten::{plan.op} with {dtypes} is missing on {self.target}"
+            self.stats.errors.append(f"{qualified(plan.op)} with {dtypes} is missing on {self.target}"
                                      + (f" (at {line})" if line else ""))
             return self._fail(func, args, kwargs, SimulatedMissing(
-                f"aten::{plan.op} with {dtypes} does not run on {self.device_type} [simulated {self.target}: "
+                f"{qualified(plan.op)} with {dtypes} does not run on {self.device_type} [simulated {self.target}: "
                 f"{support.note}" + (f"; called at {line}" if line else "") + "]"))
         s = self.stats.op(plan.op, "cpu", support.note, "missing")
         s.calls += 1
@@ -331,7 +337,7 @@ class Simulator:
         detour = self._detours[plan.op]
         fn = (AS_GENERIC_PATH.get(plan.op) or decomposition(func)) if detour.runs else None
         if fn is None:
-            self.stats.errors.append(f"aten::{plan.op}: the stand-in cannot take {self.target}'s path "
+            self.stats.errors.append(f"{qualified(plan.op)}: the stand-in cannot take {self.target}'s path "
                                      f"'{detour.target.name}' (a limit of the rehearsal)")
             raise RehearsalLimit(limit(detour, self.target))
         s = plan.stat
@@ -349,7 +355,7 @@ class Simulator:
         if s.op not in self._warned:
             self._warned.add(s.op)
             who = self.release.package or self.release.vendor
-            warn_at_user(f"[simulated {who}] the operator 'aten::{s.op}' is not supported on {self.device_type} "
+            warn_at_user(f"[simulated {who}] the operator '{qualified(s.op)}' is not supported on {self.device_type} "
                          "and falls back to run on the CPU; this may have performance implications")
         s.calls += 1
         t0 = time.perf_counter()
@@ -362,11 +368,11 @@ class Simulator:
         if plan.status in self.stops:
             line = user_line()
             what = "is missing on" if plan.status == "missing" else "is unknown (the data says nothing) on"
-            self.stats.errors.append(f"aten::{name} {what} {self.target}" + (f" (at {line})" if line else ""))
+            self.stats.errors.append(f"{qualified(name)} {what} {self.target}" + (f" (at {line})" if line else ""))
             return self._fail(func, args, kwargs, SimulatedMissing(
-                f"Could not run 'aten::{name}' with arguments from the '{self.name}' backend. This could be because "
-                f"the operator doesn't exist for this backend, or was omitted during the selective/custom build "
-                f"process (if using custom build). [simulated {self.target}: "
+                f"Could not run '{qualified(name)}' with arguments from the '{self.name}' backend. This could be "
+                f"because the operator doesn't exist for this backend, or was omitted during the selective/custom "
+                f"build process (if using custom build). [simulated {self.target}: "
                 + (plan.note or "missing" if plan.status == "missing" else
                    f"unknown, the data says nothing about it{': ' + plan.note if plan.note else ''} "
                    "(--strict-unknown stops here)")
@@ -377,9 +383,9 @@ class Simulator:
         s.calls += 1
         if path == "forbidden":
             line = s.source or user_line()
-            self.stats.errors.append(f"aten::{name}: fallback forbidden on {self.target}")
+            self.stats.errors.append(f"{qualified(name)}: fallback forbidden on {self.target}")
             return self._fail(func, args, kwargs, SimulatedMissing(
-                f"Could not run 'aten::{name}' with arguments from the '{self.name}' backend [simulated "
+                f"Could not run '{qualified(name)}' with arguments from the '{self.name}' backend [simulated "
                 f"{self.target}: missing, and opaudit's fallback is forbidden for it"
                 + (f"; called at {line}" if line else "") + "]"))
         return self._fallback(func, path, s, self.stats, args, kwargs)
