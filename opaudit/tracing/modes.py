@@ -48,6 +48,18 @@ class Prepared:
         return "cpu"
 
 
+# what torch says when code reads the data of a meta tensor (a model whose step depends on its values)
+_META_DATA = ("cannot copy out of meta tensor", "cannot be called on meta tensors",
+              "register_meta function for torch.nonzero()", "meta_nonzero_assume_all_nonzero")
+
+
+def needs_data(message: str) -> bool:
+    """Whether an error ``message`` is torch's for code that read the data of a meta tensor: the step can only be
+    traced for real, not that it is wrong."""
+    text = message.lower()
+    return any(m.lower() in text for m in _META_DATA)
+
+
 def available_memory() -> int | None:
     """Bytes of memory available now (MemAvailable on Linux), or None when unknown."""
     try:

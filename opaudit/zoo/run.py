@@ -142,15 +142,11 @@ def work(job: Job) -> dict[str, Any]:
     return record
 
 
-# what torch says when code reads the data of a meta tensor
-_META_DATA = ("cannot copy out of meta tensor", "cannot be called on meta tensors",
-              "register_meta function for torch.nonzero()", "meta_nonzero_assume_all_nonzero")
-
-
 def _traced(job: Job, spec: str, record: dict[str, Any]) -> tuple[Any, Any, str | None]:
     """Trace and audit ``spec`` as ``job`` asks: the trace, the audit and the meta error a real run followed."""
     from opaudit import api
     from opaudit.auditing import audit
+    from opaudit.tracing.modes import needs_data
     from opaudit.zoo.specs import load_spec
 
     named = load_spec(spec)
@@ -169,18 +165,13 @@ def _traced(job: Job, spec: str, record: dict[str, Any]) -> tuple[Any, Any, str 
     try:
         trace = traced(mode)
     except OpauditError as e:
-        if job.mode != "auto" or not _needs_data(e.message) or not _fits(named, job):
+        if job.mode != "auto" or not needs_data(e.message) or not _fits(named, job):
             raise
         # meta tensors hold no data: a model that reads its values (a MoE's routing as a list) is traced
         # for real where it fits in the memory cap
         retried = e.message
         trace = traced("real")
     return trace, audit(trace, job.targets, landscape=False), retried
-
-
-def _needs_data(message: str) -> bool:
-    text = message.lower()
-    return any(m.lower() in text for m in _META_DATA)
 
 
 def _fits(named: Any, job: Job) -> bool:

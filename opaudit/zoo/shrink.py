@@ -299,7 +299,7 @@ def _runs_on_meta(spec: str) -> bool:
     do not agree fails here; a model that reads its data, or an op without a meta kernel, is given the benefit."""
     import torch
 
-    from opaudit.zoo.run import _needs_data
+    from opaudit.tracing.modes import needs_data
 
     named = load_spec(spec)
     try:
@@ -312,7 +312,7 @@ def _runs_on_meta(spec: str) -> bool:
         return True
     except Exception as e:  # noqa: BLE001
         text = str(e)
-        return _needs_data(text) or "meta" in text.lower()
+        return needs_data(text) or "meta" in text.lower()
     return True
 
 

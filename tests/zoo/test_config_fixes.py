@@ -12,8 +12,9 @@ import torch
 import opaudit
 import opaudit.zoo.specs as specs
 from opaudit.data import load_toml
+from opaudit.tracing.modes import needs_data
 from opaudit.zoo.report import csv_text, html_text
-from opaudit.zoo.run import ZooResult, _needs_data, plan
+from opaudit.zoo.run import ZooResult, plan
 from opaudit.zoo.specs import config_fixes, input_facts, load_spec, with_layers
 
 FIXES = load_toml("coverage_db", specs.FIXES_FILE)
@@ -37,7 +38,7 @@ def _step(model_type: str) -> Exception | None:
         named = load_spec(with_layers(f"hf:{model_type}", 1))
         opaudit.trace(named.make_model, named.make_inputs, train=True, mode="auto", source=named.source)
     except Exception as e:  # noqa: BLE001 - the failure is the answer
-        return None if _needs_data(str(e)) else e
+        return None if needs_data(str(e)) else e
     return None
 
 
