@@ -6,8 +6,9 @@
 Three things happen, the two runs each in a process of its own (``verify_run``):
 
 1. the original is run on the CPU, as ``python SCRIPT ARGS`` would run it on a machine without CUDA, in a
-   temporary copy of its tree (taken before anything is rewritten; what it writes is thrown away): the
-   reference, its losses and whether it trains;
+   temporary copy of its tree (taken before anything is rewritten; what it writes is thrown away), started in
+   that copy with no folder of the original tree on its sys.path (verify_run.isolate), so that it imports the
+   original only, never the port written in place meanwhile: the reference, its losses and whether it trains;
 2. PATHS are fixed for T (in place; with ``in_place=False``, as ``--diff`` asks, in a temporary copy, and
    nothing is written), and the port is linted again: what CUDA use is left, with file, line and code;
 3. the port is rehearsed on T's simulated device with CUDA absent (``torch.cuda.is_available()`` False,
