@@ -342,6 +342,9 @@ def _start(tmpdir: Path, name: str, script: Path, argv: list[str], cwd: Path, ro
         env["PYTHONPATH"] = os.pathsep.join(
             (str(_moved(Path(p), origin, root)) if origin is not None else str(Path(p).resolve())) if p else p
             for p in env["PYTHONPATH"].split(os.pathsep))
+    own = _own_root()
+    if own is not None:  # opaudit found through the caller's folder only (a source checkout): found there still
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), own) if p)
     with open(log, "wb") as f:
         spec_path = str(tmpdir / f"{name}.spec.json")
         # started in its own folder, not the caller's: `-m` puts the starting folder first on sys.path
@@ -349,6 +352,16 @@ def _start(tmpdir: Path, name: str, script: Path, argv: list[str], cwd: Path, ro
                                 stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                 cwd=str(run_cwd), start_new_session=True)
     return _Child(proc, out, log, time.monotonic())
+
+
+def _own_root() -> str | None:
+    """The folder opaudit's package is in, where the working folder is that folder (a source checkout, perhaps not
+    installed: `python -m` found it there, and a run started elsewhere would not); else None (found elsewhere,
+    as the run will find it: installed, or on PYTHONPATH)."""
+    import opaudit
+
+    root = Path(opaudit.__file__).resolve().parent.parent
+    return str(root) if root == Path.cwd().resolve() else None
 
 
 def _finish(child: _Child, timeout: float | None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from opaudit.rehearsal import verify_run
 from opaudit.rehearsal.verify import _copy_tree, _finish, _start
@@ -47,3 +48,16 @@ def test_isolate_moves_every_folder_of_the_origin(tmp_path, monkeypatch):
     verify_run.isolate({"root": str(copy), "origin": str(origin)}, str(tmp_path / "start"))
     assert sys.path == [str(copy), os.path.join(str(copy), "src"), other]
     assert editable.MAPPING == {"demo": os.path.join(str(copy), "src", "demo"), "other": other}
+
+
+def test_opaudit_itself_stays_importable_from_a_source_checkout(tmp_path, monkeypatch):
+    """Started in the copy, the runs find opaudit as the caller did: from its checkout when that is the caller's
+    folder (then added to their PYTHONPATH, last), else as installed."""
+    import opaudit
+    from opaudit.rehearsal.verify import _own_root
+
+    root = Path(opaudit.__file__).resolve().parent.parent
+    monkeypatch.chdir(root)
+    assert _own_root() == str(root)
+    monkeypatch.chdir(tmp_path)
+    assert _own_root() is None
