@@ -5,10 +5,10 @@ uses ``torch`` as any other file does; the walk (walk.py) asks here what such an
 looked for as Python would: a relative import from the linted file's package, an absolute one in the linted
 file's folder and the folders above it up to its project's root (the first holding .git, pyproject.toml,
 setup.py or setup.cfg). What the module's own imports bind is taken, its own star imports of the project's
-modules followed in turn (to a depth of ``MAX_DEPTH``, each module once), ``__all__`` honoured where the module
-writes it as literals, names starting with ``_`` left out where it does not. A name the module binds otherwise
-(a def, a class, an assignment) is no import's: it stays unknown, as a module that cannot be found leaves
-every name.
+modules followed in turn (to a depth of ``MAX_DEPTH``, each module once, ``MAX_MODULES`` at most), ``__all__``
+honoured where the module writes it as literals, names starting with ``_`` left out where it does not, and
+what runs only under ``if TYPE_CHECKING:`` left out. A name the module binds otherwise (a def, a class, an
+assignment) is no import's: it stays unknown, as a module that cannot be found leaves every name.
 
 Each module is read with ``ast`` once per process (per path and modification time).
 """
@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import ast
 import os
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
 MAX_DEPTH = 4  # star imports followed through at most this many modules
 MAX_UP = 6  # folders above the linted file's looked in for an absolute import's module
+MAX_MODULES = 32  # modules read for one star import, at most (a package's __init__ that star-imports hundreds)
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
 
 
@@ -45,7 +47,7 @@ def star_names(path: str | None, module: str | None, level: int) -> dict[str, St
     found = _find(roots, folder, module, level)
     if found is None:
         return {}
-    return dict(_exports(found, roots, MAX_DEPTH, frozenset()))
+    return _exports(found, roots, MAX_DEPTH, set())
 
 
 @lru_cache(maxsize=256)
@@ -88,48 +90,66 @@ def _find(roots: tuple[str, ...], here: str, module: str | None, level: int) -> 
     return None
 
 
-def _exports(file: str, roots: tuple[str, ...], depth: int, seen: frozenset[str]) -> dict[str, StarBinding]:
+def _exports(file: str, roots: tuple[str, ...], depth: int, seen: set[str]) -> dict[str, StarBinding]:
+    """What ``from <file's module> import *`` binds to imports (see the module doc); ``seen``: the modules read for
+    this star import so far (each once; no more than ``MAX_MODULES``)."""
+    seen.add(file)
     try:
         stat = os.stat(file)
     except OSError:
         return {}
-    return _exports_of(file, stat.st_mtime_ns, stat.st_size, roots, depth, seen)
+    steps, listed = _steps(file, stat.st_mtime_ns, stat.st_size)
+    here = os.path.dirname(file)
+    bound: dict[str, StarBinding | None] = {}
+    for name, what in steps:
+        if isinstance(what, tuple):  # a star import of its own
+            inner = _find(roots, here, what[0], what[1]) if depth > 1 and len(seen) < MAX_MODULES else None
+            if inner is not None and inner not in seen:
+                bound.update(_exports(inner, roots, depth - 1, seen))
+        else:
+            bound[name] = what
+    if listed is not None:
+        return {n: b for n in listed if (b := bound.get(n)) is not None}
+    return {n: b for n, b in bound.items() if b is not None and not n.startswith("_")}
 
 
-@lru_cache(maxsize=512)
-def _exports_of(file: str, mtime: int, size: int, roots: tuple[str, ...], depth: int,
-                seen: frozenset[str]) -> dict[str, StarBinding]:
-    """What ``from <file's module> import *`` binds to imports (see the module doc)."""
+Step = tuple[str, "StarBinding | None | tuple[str | None, int]"]
+
+
+@lru_cache(maxsize=2048)
+def _steps(file: str, mtime: int, size: int) -> tuple[tuple[Step, ...], tuple[str, ...] | None]:
+    """The module-level bindings of ``file`` in order: (name, what an import binds it to, or None where something else
+    binds it), ("", (module, level)) for a star import; and its ``__all__`` where it writes one as literals."""
     try:
         with open(file, "rb") as f:
-            tree = ast.parse(f.read(), file)
+            source = f.read()
+        with warnings.catch_warnings():  # (an invalid escape in the module is not the linted file's)
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source, file) if b"import" in source else None
     except (OSError, SyntaxError, ValueError):
-        return {}
-    here = os.path.dirname(file)
-    seen = seen | {file}
-    bound: dict[str, StarBinding | None] = {}  # None: bound by something else than an import
+        return (), None
+    if tree is None:
+        return (), None
+    steps: list[Step] = []
     listed: list[str] | None = None
     for stmt in _top_level(tree.body):
         if isinstance(stmt, ast.Import):
             for a in stmt.names:
                 if a.asname:
-                    bound[a.asname] = StarBinding(a.name, a.name, None, a.asname)
+                    steps.append((a.asname, StarBinding(a.name, a.name, None, a.asname)))
                 else:
                     root = a.name.split(".")[0]
-                    bound[root] = StarBinding(root, a.name, None, None)
+                    steps.append((root, StarBinding(root, a.name, None, None)))
         elif isinstance(stmt, ast.ImportFrom):
             if any(a.name == "*" for a in stmt.names):
-                inner = _find(roots, here, stmt.module, stmt.level) if depth > 1 else None
-                if inner is not None and inner not in seen:
-                    bound.update(_exports(inner, roots, depth - 1, seen))
+                steps.append(("", (stmt.module, stmt.level)))
                 continue
             for a in stmt.names:
-                name = a.asname or a.name
                 # a relative import names one of the project's modules: not what a rule looks for
-                bound[name] = None if stmt.level or not stmt.module else \
-                    StarBinding(f"{stmt.module}.{a.name}", stmt.module, a.name, a.asname)
+                steps.append((a.asname or a.name, None if stmt.level or not stmt.module else
+                              StarBinding(f"{stmt.module}.{a.name}", stmt.module, a.name, a.asname)))
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound[stmt.name] = None
+            steps.append((stmt.name, None))
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             for t in targets:
@@ -137,19 +157,16 @@ def _exports_of(file: str, mtime: int, size: int, roots: tuple[str, ...], depth:
                     if n == "__all__":
                         listed = _all(stmt, listed)
                     else:
-                        bound[n] = None
+                        steps.append((n, None))
         elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
             for t in ([stmt.target] if isinstance(stmt, (ast.For, ast.AsyncFor)) else
                       [i.optional_vars for i in stmt.items if i.optional_vars is not None]):
-                for n in _names(t):
-                    bound[n] = None
+                steps.extend((n, None) for n in _names(t))
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
                 isinstance(stmt.value.func, ast.Attribute) and isinstance(stmt.value.func.value, ast.Name) and \
                 stmt.value.func.value.id == "__all__" and listed is not None:
             listed = _all_call(stmt.value, listed)
-    if listed is not None:
-        return {n: b for n in listed if (b := bound.get(n)) is not None}
-    return {n: b for n, b in bound.items() if b is not None and not n.startswith("_")}
+    return tuple(steps), None if listed is None else tuple(listed)
 
 
 def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
@@ -157,14 +174,21 @@ def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
     out: list[ast.stmt] = []
     for stmt in body:
         out.append(stmt)
-        if isinstance(stmt, ast.If):
-            out += _top_level(stmt.body) + _top_level(stmt.orelse)
+        if isinstance(stmt, ast.If):  # (what runs only for a type checker is left out)
+            out += _top_level(stmt.orelse) if _type_checking(stmt.test) else \
+                _top_level(stmt.body) + _top_level(stmt.orelse)
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
             for block in (stmt.body, *(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody):  # type: ignore[attr-defined]
                 out += _top_level(block)
         elif isinstance(stmt, ast.With):
             out += _top_level(stmt.body)
     return out
+
+
+def _type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` / ``typing.TYPE_CHECKING``: a block only a type checker runs."""
+    return isinstance(test, ast.Name) and test.id == "TYPE_CHECKING" or \
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
 def _names(target: ast.expr) -> list[str]:

@@ -259,6 +259,8 @@ class FileCheck:
         self.api_exact, self.api_prefix, self.modules, self.env_names, self.env_prefixes, self.strings = \
             _indexes(catalogue, selected, target.name)
         self.acc = target.accelerator_expr(min_torch)
+        # star imports only a type checker runs (`if TYPE_CHECKING: from .x import *`): they bind nothing at run time
+        self.typing_stars = _typing_stars(module) if path is not None and b"TYPE_CHECKING" in source else set()
         for stmt in _top_level_statements(module.body):
             if isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
@@ -482,7 +484,7 @@ class FileCheck:
                     self._table(root).setdefault(root, Imported(root, full, None, None))
             return
         if isinstance(node.names, cst.ImportStar):  # (at module level only)
-            if self.path is not None:
+            if self.path is not None and id(node) not in self.typing_stars:
                 # what the project's module binds by its imports (stars.py), in the order of execution
                 for name, b in star_names(self.path, dotted(node.module) if node.module is not None else None,
                                           len(node.relative)).items():
@@ -787,6 +789,18 @@ def _top_level_statements(body: Any) -> Any:
                     yield from _top_level_statements(inner.body if hasattr(inner, "body") else [inner])
             for handler in getattr(stmt, "handlers", ()):
                 yield from _top_level_statements(handler.body.body)
+
+
+def _typing_stars(module: cst.Module) -> set[int]:
+    """The ids of the star imports under a module-level ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``)."""
+    out: set[int] = set()
+    for stmt in module.body:
+        if isinstance(stmt, cst.If) and (dotted(stmt.test) or "").split(".")[-1] == "TYPE_CHECKING":
+            for inner in _top_level_statements(stmt.body.body):
+                if isinstance(inner, cst.SimpleStatementLine):
+                    out.update(id(s) for s in inner.body if isinstance(s, cst.ImportFrom)
+                               and isinstance(s.names, cst.ImportStar))
+    return out
 
 
 # -- indexes of the catalogue, per selection ---------------------------------------------------------

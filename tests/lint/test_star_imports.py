@@ -95,5 +95,18 @@ def test_the_later_binding_wins_and_a_local_binding_hides(tmp_path):
     assert codes(root / "local.py") == [(4, "OA401")]
 
 
+def test_what_only_a_type_checker_runs_binds_nothing(tmp_path):
+    root = project(tmp_path, {
+        "helpers.py": "import torch\n",
+        "guarded.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import torch\nelse:\n    torch = None\n",
+        "a.py": "import typing\nif typing.TYPE_CHECKING:\n    from helpers import *\ntorch.cuda.synchronize()\n",
+        "b.py": "from guarded import *\ntorch.cuda.synchronize()\n",
+        "c.py": "import typing\nif typing.TYPE_CHECKING:\n    pass\nelse:\n    from helpers import *\n"
+                "torch.cuda.synchronize()\n",
+    })
+    assert codes(root / "a.py") == codes(root / "b.py") == []
+    assert codes(root / "c.py") == [(6, "OA401")]
+
+
 def test_without_a_file_on_disk_nothing_is_looked_for():
     assert lint_source(b"from utils import *\ntorch.cuda.synchronize()\n", ASCEND).findings == []
