@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from opaudit import torchcompat
-from opaudit.errors import InputError
+from opaudit.errors import InputError, describe_exception
 from opaudit.fallback.choose import (
     INFRASTRUCTURE,
     OVERRIDEABLE,
@@ -259,6 +259,10 @@ def install(target: str, *, force_cpu: Iterable[str] = (), forbid: Iterable[str]
                              f"cannot be imported ({e})",
                              hint=f"install the vendor's plugin ({module}), or rehearse on a CPU with "
                                   f"opaudit run --simulate {shown}") from None
+        except Exception as e:  # noqa: BLE001 - a plugin that is there but fails to load: its error, not opaudit's
+            raise InputError(f"{shown}: importing the vendor's plugin {module} failed: {describe_exception(e)}",
+                             hint=f"check that {module} loads in this environment (python -c 'import {module}'), "
+                                  f"or rehearse on a CPU with opaudit run --simulate {shown}") from None
         key = live_key(device_type)
     if key is None:
         raise InputError(f"{shown}: no {device_type!r} device in this process",

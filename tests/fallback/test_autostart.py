@@ -44,3 +44,14 @@ def test_run_with_the_fallback_on_the_live_device(testdev_built, tmp_path):
     # without the plugin the device does not exist: one message, no traceback
     rc, _, stderr = run_cli("run", "--fallback", "ascend", "--", str(plugin / "relu_script.py"))
     assert rc == 2 and "the 'npu' device does not exist in this process" in stderr and "Traceback" not in stderr
+
+
+def test_a_plugin_that_fails_to_load_is_named_with_its_error(tmp_path):
+    """The vendor's plugin is installed but raises while it loads (a driver too old, a build that failed): its
+    error, one line and exit 2, not an internal error of opaudit's."""
+    (tmp_path / "torch_npu.py").write_text("raise RuntimeError('the NPU driver is older than this torch_npu')\n")
+    script = tmp_path / "s.py"
+    script.write_text("import torch\nprint(torch.ones(2, device='npu'))\n")
+    rc, _, stderr = run_cli("run", "--fallback", "ascend", "--", str(script), env={"PYTHONPATH": str(tmp_path)})
+    assert rc == 2 and "importing the vendor's plugin torch_npu failed: RuntimeError: the NPU driver is older" \
+        in stderr and "Traceback" not in stderr and "internal error" not in stderr, stderr[-2000:]
