@@ -30,7 +30,7 @@ import json
 import math
 from typing import Any, TypeGuard
 
-from opaudit.zoo.specs import SUB_CONFIGS, _hf_config, _picks_layers, _shrunk, load_spec, split_overrides
+from opaudit.zoo.specs import FIXES_FILE, SUB_CONFIGS, _hf_config, _picks_layers, _shrunk, load_spec, split_overrides
 
 LEVELS = ("small", "narrow", "layers", "full")
 WIDTH = 128  # about the hidden size a cut model keeps
@@ -49,7 +49,10 @@ _WIDTHS = (*_MAIN, "intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_f
            "hidden_size_per_layer_input", "cross_attention_hidden_size", "decoder_hidden_size", "hidden_dim",
            "mm_hidden_size", "vision_embed_dim", "text_embed_dim", "pooler_output_size", "classifier_proj_size",
            "mamba_d_state", "state_size", "time_step_rank", "conv_dim_out", "fusion_hidden_size",
-           "output_channels", "encoder_hidden_dim", "decoder_ffn_hidden_size")
+           "output_channels", "encoder_hidden_dim", "decoder_ffn_hidden_size", "attention_hidden_size",
+           "num_filters", "adapter_input_size", "downsample_hidden_size", "conv_output_size",
+           "adapter_in_dim", "adapter_out_dim", "cross_hidden_size",
+           "hidden_size_global")
 _INNER = ("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff", "d_inner", "n_inner",
           "moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size",
           "moe_ffn_hidden_size", "dense_intermediate_size")
@@ -95,7 +98,8 @@ def _factor(config: dict[str, Any]) -> int:
     return 1
 
 
-def _cut_dict(c: dict[str, Any], s: int, prefix: str, level: str, root: dict[str, Any]) -> dict[str, Any]:
+def _cut_dict(c: dict[str, Any], s: int, prefix: str, level: str, root: dict[str, Any],
+              follow: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {}
 
     def put(k: str, v: Any) -> None:
@@ -146,7 +150,9 @@ def _cut_dict(c: dict[str, Any], s: int, prefix: str, level: str, root: dict[str
     if heads_key is None:
         return out
     h = c[heads_key]
-    explicit = _int(c.get("head_dim"))
+    # a head size the configuration names is kept, unless the model type's cut says it follows the width (code
+    # that reads the width over the heads beside code that reads head_dim)
+    explicit = _int(c.get("head_dim")) and not (follow and main and c["head_dim"] * h == main)
     hd = c["head_dim"] if explicit else (main // h if main and main % h == 0 else None)
     q = None
     if h % s == 0 or explicit:
@@ -180,8 +186,13 @@ def _cut_dict(c: dict[str, Any], s: int, prefix: str, level: str, root: dict[str
             r = c.get(rope)
             if isinstance(r, dict):
                 sections = r.get("mrope_section")
-                if isinstance(sections, list) and all(_int(x) and (x * q) % s == 0 for x in sections):
-                    put(rope, {**r, "mrope_section": [x * q // s for x in sections]})
+                if isinstance(sections, list) and sections and all(_int(x) for x in sections) \
+                        and (sum(sections) * q) % s == 0:
+                    # each section scaled with the head, the last taking what rounding leaves
+                    new = [x * q // s for x in sections]
+                    new[-1] += sum(sections) * q // s - sum(new)
+                    if all(x > 0 for x in new):
+                        put(rope, {**r, "mrope_section": new})
     return out
 
 
@@ -384,24 +395,45 @@ def cut(spec: str, level: str) -> dict[str, Any]:
     base, overrides = split_overrides(spec)
     config = _hf_config(spec, base.removeprefix("hf:"), overrides)[0].to_dict()
     subs = list(_sub_configs(config, ""))  # (prefix, sub-configuration), at any depth
-    sets = _shrunk(config, 1, "")
+    facts = shrink_facts(str(config.get("model_type", "")))
+    n = int(facts.get("layers", 1))
+    sets = _shrunk(config, n, "", each=n)
+    # a vision tower whose layers its parent or an adapter beside it picks by index keeps them
+    picked = _picks_layers(config) or any(_picks_layers({"vision_feature_layer": sub.get("vision_feature_layer")})
+                                          for _, sub in subs)
     for prefix, sub in subs:
-        if not (prefix == "vision_config." and _picks_layers(config)):
-            sets.update(_shrunk(sub, 1, prefix))
+        if not (prefix == "vision_config." and picked):
+            sets.update(_shrunk(sub, n, prefix, each=n))
     if level != "layers":
         s = _factor(config)
         cut_config = _applied(config, sets)  # the widths of the layers kept (per-layer lists already cut)
-        sets.update(_cut_dict(cut_config, s, "", level, config))
+        # rotary sections the model reads where its configuration names none: named, so they follow the head
+        cut_config = _applied(cut_config, {f"{k}.mrope_section": v for k, v in facts.get("rope_sections", {}).items()
+                                           if isinstance(_at(cut_config, k), dict)})
+        follow = facts.get("head_dim") == "width"
+        sets.update(_cut_dict(cut_config, s, "", level, config, follow))
         for prefix, _ in subs:
             sub = _at(cut_config, prefix)
             if isinstance(sub, dict):
-                sets.update(_cut_dict(sub, s, prefix, level, config))
+                sets.update(_cut_dict(sub, s, prefix, level, config, follow))
         for prefix, c in (("", cut_config), *((p, _at(cut_config, p)) for p, _ in subs)):
             table = c.get("per_layer_config") if isinstance(c, dict) else None
             if isinstance(table, dict) and table and level == "small":  # settings of some layers: cut alike
                 sets[prefix + "per_layer_config"] = {i: {**v, **{k.removeprefix(f"{i}."): x for k, x in _cut_dict(
                     v, s, f"{i}.", level, config).items()}} if isinstance(v, dict) else v for i, v in table.items()}
     return {k: v for k, v in sets.items() if k not in overrides}
+
+
+def shrink_facts(model_type: str) -> dict[str, Any]:
+    """What a model type needs of its cut beyond what its configuration says (the ``shrink`` tables of
+    coverage_db/curated/hf_config_fixes.toml): ``layers``, the layers it keeps at least, and of each kind its
+    per-layer lists name (a model whose initialization divides by the layers less one, weights tied from one
+    layer of a kind to the others); ``rope_sections``, the multimodal rotary sections its code falls back to where
+    a rotary table (``text_config.rope_parameters``) names none, to be cut with the head; ``head_dim = "width"``,
+    a head size that is the width over the heads and must stay so (the code reads both)."""
+    from opaudit.data import load_toml
+
+    return dict(load_toml("coverage_db", FIXES_FILE).get("shrink", {}).get(model_type, {}))
 
 
 def with_cut(spec: str, sets: dict[str, Any]) -> str:
@@ -460,4 +492,4 @@ def cut_text(record: dict[str, Any]) -> str:
                          if sets else "")
 
 
-__all__ = ["LEVELS", "cut", "cut_text", "levels", "with_cut"]
+__all__ = ["LEVELS", "cut", "cut_text", "levels", "shrink_facts", "with_cut"]

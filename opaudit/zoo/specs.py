@@ -484,7 +484,9 @@ def _picks_layers(config: dict[str, Any]) -> bool:
     return isinstance(feature, list) or (isinstance(feature, int) and feature >= 0)
 
 
-def _shrunk(config: dict[str, Any], n: int, prefix: str) -> dict[str, Any]:
+def _shrunk(config: dict[str, Any], n: int, prefix: str, each: int = 1) -> dict[str, Any]:
+    """The layer counts cut to at most ``n`` (with the per-layer lists and tables following the layers kept), but
+    the first ``each`` layers of each kind a per-layer list names kept."""
     if _picks_layers(config):
         return {}
     derived = ("num_layers",) if "depths" in config else ()  # Swin-style: the length of depths, not a field
@@ -496,12 +498,18 @@ def _shrunk(config: dict[str, Any], n: int, prefix: str) -> dict[str, Any]:
     # per-layer lists: a value per layer (layer_types, mlp_layer_types, intermediate_size ...)
     per_layer = {k: v for k, v in config.items() if isinstance(v, list) and len(v) == total and total > n}
     keep = list(range(min(n, total)))
-    for v in per_layer.values():  # the first layer of each kind
+    for v in per_layer.values():  # the first layers of each kind
         if all(isinstance(x, str) for x in v):
-            keep += [v.index(x) for x in dict.fromkeys(v)]
+            keep += [i for x in dict.fromkeys(v) for i in [j for j, y in enumerate(v) if y == x][:each]]
     dense = config.get("first_k_dense_replace")
     if isinstance(dense, int) and 0 < dense < total:  # keep one dense and one sparse layer
         keep += [0, dense]
+    shared = config.get("num_kv_shared_layers")
+    if isinstance(shared, int) and 0 < shared < total:  # the last layers reuse the KV of earlier ones of their kind
+        for v in per_layer.values():  # the first of each kind among them too
+            if all(isinstance(x, str) for x in v):
+                tail = range(total - shared, total)
+                keep += [i for x in dict.fromkeys(v[-shared:]) for i in [j for j in tail if v[j] == x][:each]]
     keep = sorted(set(keep))
     out: dict[str, Any] = {}
     for k, v in counts.items():
@@ -514,6 +522,8 @@ def _shrunk(config: dict[str, Any], n: int, prefix: str) -> dict[str, Any]:
         out[prefix + k] = [v[i] for i in keep]
     if isinstance(dense, int) and 0 < dense < total:
         out[prefix + "first_k_dense_replace"] = sum(1 for i in keep if i < dense)
+    if isinstance(shared, int) and 0 < shared < total:
+        out[prefix + "num_kv_shared_layers"] = sum(1 for i in keep if i >= total - shared)
     table = config.get("per_layer_config")
     if isinstance(table, dict):  # settings of some layers, by index
         out[prefix + "per_layer_config"] = {str(keep.index(int(i))): c for i, c in table.items() if int(i) in keep}
@@ -562,8 +572,9 @@ def _build_config(spec: str, make: Callable[[dict[str, Any]], Any], overrides: d
             config = make(nested)
         if overrides:
             for key, value in list(nested.items()):
-                sub = getattr(config, key, None)
-                if isinstance(value, dict) and sub is not None and hasattr(sub, "to_dict"):
+                # only a sub-configuration is read (a per-layer field read globally raises)
+                sub = _get(config, key) if isinstance(value, dict) else None
+                if sub is not None and hasattr(sub, "to_dict"):
                     nested[key] = {**sub.to_dict(), **value}  # a sub-configuration: its fields, some changed
             config = make(nested)
     except InputError:
@@ -643,6 +654,7 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
         wanted.append("bbox")  # a layout model: a box per token
     if "visual_feats" in params:
         wanted += ["visual_feats", "visual_pos"]  # LXMERT-style: region features and their boxes
+    wanted += [k for k in special.get("needs", ()) if k in params]  # what the forward reads beside the text
     probe = _Probe(model)
     image = _image_token(config) if "pixel_values" in params and "input_ids" in params else None
     if image is not None and image >= vocab:  # a default configuration whose image token is past its vocabulary
@@ -673,16 +685,48 @@ def hf_inputs(cls: Any, config: Any, head: str, *, train: bool, model: Any = Non
             inputs["input_ids"] = ids
         elif main != "pixel_values":
             del inputs["pixel_values"]  # the count of image tokens is unknown: the text alone
+    if "spatial_shapes" in params and isinstance(inputs.get("pixel_values"), torch.Tensor):
+        # a NaFlex vision tower (SigLIP 2): the image as its patches, (batch, patches, channels x patch x patch), a
+        # mask of the real ones and the grid they came from, the grid of num_patches it was trained at
+        patches, patch = int(_first(config, "num_patches", default=256)), int(_first(config, "patch_size", default=16))
+        side = max(1, math.isqrt(patches))
+        channels = int(_first(config, "num_channels", default=3))
+        inputs["pixel_values"] = torch.randn(BATCH, side * side, channels * patch * patch, generator=g)
+        inputs["pixel_attention_mask"] = torch.ones(BATCH, side * side, dtype=torch.long)
+        inputs["spatial_shapes"] = torch.tensor([[side, side]] * BATCH)
+    if "image_embeds_position_mask" in params and "input_ids" in inputs and "pixel_values" in inputs:
+        # Kosmos-2: the image's features (latent_query_num of them) take the places after the first token
+        latent = int(_first(config, "latent_query_num", default=64))
+        ids = torch.cat([ids[:, :1], torch.randint(0, vocab, (BATCH, latent), generator=g), ids[:, 1:]], dim=1)
+        where = torch.zeros_like(ids)
+        where[:, 1:1 + latent] = 1
+        inputs["input_ids"], inputs["image_embeds_position_mask"] = ids, where
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
         inputs["decoder_input_ids"] = ids
     if train and "use_cache" in params:
         inputs["use_cache"] = False  # as in training: a hybrid's cache of linear-attention layers only fails
     if train and "labels" in params:
-        labels = _labels(head, config, ids, g)
+        # a classifier that passes its labels on to its language model's loss (ShieldGemma 2): the token ids
+        labels = ids if special.get("labels") == "tokens" else _labels(head, config, ids, g)
         if labels is not None:
             inputs["labels"] = labels
     if codebooks > 1 and isinstance(inputs.get("labels"), torch.Tensor):  # labels: (batch, length, codebooks)
         inputs["labels"] = ids.reshape(BATCH, codebooks, -1).transpose(1, 2)
+    decoder = _get(config, "decoder_config")
+    if isinstance(special.get("decoder_codebooks"), str) and decoder is not None and "decoder_input_ids" in inputs:
+        # audio codes for the decoder, in its own vocabulary: labels of a row per codebook, (batch x codebooks,
+        # length), the input the same codes as (batch, length, codebooks)
+        rows = int(_first(decoder, special["decoder_codebooks"], default=1))
+        codes = torch.randint(0, int(_first(decoder, "vocab_size", default=vocab)), (BATCH * rows, seq), generator=g)
+        inputs["decoder_input_ids"] = codes.reshape(BATCH, rows, seq).transpose(1, 2).contiguous()
+        if isinstance(inputs.get("labels"), torch.Tensor):
+            inputs["labels"] = codes
+    if isinstance(special.get("streams"), str) and isinstance(inputs.get("input_ids"), torch.Tensor):
+        # the text beside a code of each audio codebook at every step: (batch, length, 1 + codebooks)
+        n = int(_first(config, special["streams"], default=0))
+        code_vocab = int(_first(config, str(special.get("stream_vocab", "codebook_vocab_size")), default=vocab))
+        codes = torch.randint(0, code_vocab, (*inputs["input_ids"].shape, n), generator=g)
+        inputs["input_ids"] = torch.cat([inputs["input_ids"][..., None], codes], dim=-1)
     if special.get("bbox") == "unit" and "bbox" in inputs:  # boxes as fractions of the page, not a 0..1000 grid
         inputs["bbox"] = inputs["bbox"].float() / 1000
     return _completed(inputs, params, head, config, image, g, probe)
@@ -705,6 +749,7 @@ def _completed(inputs: dict[str, Any], params: dict[str, Any], head: str, config
     if not missing or head not in _TOKEN_LABELS or "input_ids" not in inputs or probe.runs(inputs) is not False:
         return inputs
     ids = inputs["input_ids"]
+    further: dict[str, Any] | None = None  # the first that runs on meta as far as the data (None: it may run)
     for name in missing:
         if name == "mm_token_type_ids":
             kinds = (ids == image).long() if image is not None else torch.zeros_like(ids)
@@ -713,9 +758,18 @@ def _completed(inputs: dict[str, Any], params: dict[str, Any], head: str, config
             value = _make_input(name, head, config, ids, g)
             candidates = value if isinstance(value, list) else [value]
         for value in candidates:
-            if value is not None and probe.runs({**inputs, name: value}):
-                return {**inputs, name: value}
-    return inputs
+            if value is None:
+                continue
+            added = {name: value}
+            if name == "pixel_values" and value.dim() == 5 and "image_attention_mask" in params:
+                # images per example (IDEFICS): which of them each token sees, all of them
+                added["image_attention_mask"] = torch.ones(*ids.shape, value.shape[1], dtype=torch.long)
+            ran = probe.runs({**inputs, **added})
+            if ran:
+                return {**inputs, **added}
+            if ran is None and further is None:
+                further = {**inputs, **added}
+    return further or inputs
 
 
 def input_facts(model_type: str) -> dict[str, Any]:
@@ -724,7 +778,13 @@ def input_facts(model_type: str) -> dict[str, Any]:
     length; ``bbox = "unit"``, boxes as fractions of the page; ``feature_size``, the features per frame of an
     audio input where the model stacks frames its configuration does not count; ``codebooks``, the field counting
     the rows of audio codes per example (the text is then (batch x codebooks, length), the labels (batch, length,
-    codebooks))."""
+    codebooks)); ``needs``, inputs the forward reads beside the text though its signature makes them optional;
+    ``labels = "tokens"``, a head whose labels are the text's token ids whatever its kind; ``decoder_codebooks``,
+    the decoder configuration's field counting the rows of audio codes its input and labels have per example;
+    ``streams`` (and ``stream_vocab``), the field counting the audio codes beside each text token (and the one
+    bounding them); ``image_size``, the side of the image where the configuration's own does not fit the model;
+    ``frames_per_token``, the audio frames each text token stands for (or the field that says), where the model
+    adds them up."""
     from opaudit.data import load_toml
 
     return dict(load_toml("coverage_db", FIXES_FILE).get("input", {}).get(model_type, {}))
@@ -756,7 +816,7 @@ def _make_input(name: str, head: str, config: Any, ids: Any, g: Any, special: di
         return torch.cat([low, low + torch.randint(0, 500, (*ids.shape, 2), generator=g)], dim=-1)
     if name in ("pixel_values", "pixel_values_videos"):
         channels = int(_first(config, "num_channels", "in_channels", "in_chans", default=3))
-        h, w = _size(_first(config, "image_size", "img_size", "input_size"), 224)
+        h, w = _size((special or {}).get("image_size") or _first(config, "image_size", "img_size", "input_size"), 224)
         patch, ratios = _first(config, "patch_size"), _first(config, "scaled_images_ratios")
         if isinstance(patch, int) and isinstance(ratios, (list, tuple)) and ratios:
             # DepthPro-style: the image is seen at several scales, the smallest still a patch
@@ -766,7 +826,10 @@ def _make_input(name: str, head: str, config: Any, ids: Any, g: Any, special: di
         if name == "pixel_values_videos" or head == "VideoClassification" or "num_frames" in config.to_dict():
             return torch.randn(*frames, generator=g)
         if head in _TOKEN_LABELS and _image_token(config) is None:  # a captioner's images, else a video's frames
-            return [torch.randn(*shape, generator=g), torch.randn(*frames, generator=g)]
+            layouts = [torch.randn(*shape, generator=g), torch.randn(*frames, generator=g)]
+            # a model with a video token and none for images: its frames first
+            video = any(isinstance(_get(config, k), int) for k in ("video_token_index", "video_token_id"))
+            return layouts[::-1] if video else layouts
         return torch.randn(*shape, generator=g)
     if name == "input_features":  # the layouts it may have, the most likely first (the probe picks)
         mel = _first(config, "num_mel_bins")
@@ -780,8 +843,11 @@ def _make_input(name: str, head: str, config: Any, ids: Any, g: Any, special: di
                                   _first(config, "input_dim"), _first(config, "feature_size"),
                                   _first(config, "feature_projection_input_dim"), 80)
                  if isinstance(v, int) and v > 0]
+        # frames: 64, or as many as the text's tokens take where each token is a stretch of the audio
+        per = (special or {}).get("frames_per_token", 0)
+        length = int(_first(config, per, default=0) if isinstance(per, str) else per) * ids.shape[-1] or 64
         for f in dict.fromkeys(sizes):  # (batch, frames, features), as Speech2Text and Parakeet take them
-            shapes += [(BATCH, 64, f * channels), (BATCH, f * channels, 64)]
+            shapes += [(BATCH, length, f * channels), (BATCH, f * channels, length)]
         return [torch.randn(*shape, generator=g) for shape in dict.fromkeys(shapes)]
     if name == "input_values" or (name == "inputs" and head in ("SpeechSeq2Seq", "CTC", "AudioClassification")):
         mel, frames = _first(config, "num_mel_bins"), _first(config, "max_length")

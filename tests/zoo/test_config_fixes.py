@@ -23,11 +23,11 @@ FIXES = load_toml("coverage_db", specs.FIXES_FILE)
 def test_every_entry_says_what_is_wrong_and_the_version_it_was_checked_on():
     assert len(FIXES["fix"]) >= 25
     types = set(specs.model_types())
-    for table in ("fix", "input"):
+    for table in ("fix", "input", "shrink"):
         for model_type, entry in FIXES[table].items():
             assert model_type in types, model_type
             assert len(entry["why"]) > 40 and re.fullmatch(r"\d+\.\d+\.\d+", entry["checked"]), model_type
-            assert table == "input" or entry["set"], model_type
+            assert table != "fix" or entry["set"], model_type
 
 
 def _step(model_type: str) -> Exception | None:
@@ -129,3 +129,47 @@ def test_audio_inputs_of_a_speech_encoder_decoder_and_a_ctc_padding_mask():
     assert speech["inputs"].is_floating_point() and "decoder_input_ids" in speech
     omni = _built(with_layers("hf:omniasr_ctc", 1))
     assert omni["padding_mask"].shape[0] == 2 and int(omni["padding_mask"].min()) == 1
+
+
+def _first_cut(model_type: str) -> dict:
+    """The inputs of the model type cut as --shrink cuts it first (its whole small cut, else its first level)."""
+    from opaudit.zoo.shrink import cut, levels, with_cut
+
+    try:
+        return _built(with_cut(f"hf:{model_type}", cut(f"hf:{model_type}", "small")))
+    except ValueError:  # a sub-configuration's cut that does not build: levels() keeps it whole
+        return _built(levels(f"hf:{model_type}")[0][1])
+
+
+def test_inputs_of_codes_patches_and_streams_as_data():
+    # Dia: a row of audio codes per channel for the decoder, in its own vocabulary
+    dia = _first_cut("dia")
+    assert dia["decoder_input_ids"].shape == (2, 16, 9) and dia["labels"].shape == (2 * 9, 16)
+    assert int(dia["decoder_input_ids"].max()) < 1028
+    # Kyutai: the text beside a code of each of its 32 codebooks at every step; the labels are the text
+    kyutai = _first_cut("kyutai_speech_to_text")
+    assert kyutai["input_ids"].shape == (2, 16, 33) and kyutai["labels"].shape == (2, 16)
+    # Voxtral Realtime: its audio always, 8 mel frames a token
+    voxtral = _first_cut("voxtral_realtime")
+    assert voxtral["input_features"].shape[-1] == 8 * voxtral["input_ids"].shape[1]
+    # ShieldGemma 2's classifier takes the text's tokens as labels
+    shield = _first_cut("shieldgemma2")
+    assert shield["labels"].shape == shield["input_ids"].shape
+    # LW-DETR's windows want a side that is a multiple of 64
+    assert _first_cut("lw_detr")["pixel_values"].shape[-1] == 256
+
+
+def test_inputs_made_by_their_names_beside_an_image():
+    # SigLIP 2's NaFlex tower takes the image as patches, with their mask and grid
+    siglip = _first_cut("siglip2")
+    assert siglip["pixel_values"].shape == (2, 256, 3 * 16 * 16) and siglip["spatial_shapes"].tolist() == [[16, 16]] * 2
+    # Kosmos-2: 64 places of the text marked for the image's features
+    kosmos = _first_cut("kosmos-2")
+    assert int(kosmos["image_embeds_position_mask"].sum()) == 2 * 64
+    assert kosmos["input_ids"].shape == kosmos["labels"].shape == kosmos["image_embeds_position_mask"].shape
+    # IDEFICS: images per example, each token seeing all of them
+    idefics = _first_cut("idefics")
+    assert idefics["pixel_values"].dim() == 5
+    assert idefics["image_attention_mask"].shape == (*idefics["input_ids"].shape, idefics["pixel_values"].shape[1])
+    # InstructBLIP-Video, a video token and none for images: frames
+    assert _first_cut("instructblipvideo")["pixel_values"].dim() == 5

@@ -63,3 +63,36 @@ def test_every_library_lists_its_models_or_says_why_not():
             load_spec("timm:resnet50")
     else:
         assert load_spec("timm:resnet50").make_model() is not None
+
+
+def test_what_a_model_type_needs_of_its_cut_is_data():
+    from opaudit.zoo.shrink import shrink_facts
+
+    assert shrink_facts("rwkv")["layers"] == 2 and shrink_facts("llama") == {}
+    # RWKV's initialization divides by the layers less one: two layers, the attention's width with the model's
+    rwkv = cut("hf:rwkv", "small")
+    assert rwkv["num_hidden_layers"] == 2 and rwkv["attention_hidden_size"] == rwkv["hidden_size"] == 128
+    # Zamba ties its shared block from the first hybrid layer to the others: two of each kind
+    kinds = cut("hf:zamba", "layers")["layers_block_type"]
+    assert len(kinds) == 4 and all(kinds.count(k) == 2 for k in kinds)
+    # rotary sections the code falls back to are cut with the head: still half of it
+    ernie = cut("hf:ernie4_5_vl_moe", "small")
+    head = ernie["text_config.hidden_size"] // ernie["text_config.num_attention_heads"]
+    assert sum(ernie["text_config.rope_parameters"]["mrope_section"]) * 2 == head
+
+
+def test_a_cut_keeps_the_layers_that_share_a_cache_and_the_tower_an_adapter_picks():
+    # Gemma 3n's last layers reuse the KV of earlier ones of their kind: a producer and a user of each kind
+    g = cut("hf:gemma3n_text", "layers")
+    shared = g["num_kv_shared_layers"]
+    assert 0 < shared < g["num_hidden_layers"]
+    assert set(g["layer_types"][:-shared]) == set(g["layer_types"][-shared:])
+    # Molmo 2's adapter picks vision layers 24 and 18: the tower keeps its layers (its width is still cut)
+    molmo = cut("hf:molmo2", "small")
+    assert "vision_config.num_hidden_layers" not in molmo and "vision_config.hidden_size" in molmo
+    # the widths one sub-configuration names of another follow it (Dots 3's adapters, Dia's cross-attention)
+    dots = cut("hf:dots3_note", "small")
+    assert dots["vision_config.adapter_out_dim"] == dots["text_config.hidden_size"]
+    assert dots["audio_config.adapter_input_size"] == dots["audio_config.hidden_size"]
+    dia = cut("hf:dia", "small")
+    assert dia["decoder_config.cross_hidden_size"] == dia["encoder_config.hidden_size"]
