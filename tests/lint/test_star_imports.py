@@ -98,7 +98,8 @@ def test_the_later_binding_wins_and_a_local_binding_hides(tmp_path):
 def test_what_only_a_type_checker_runs_binds_nothing(tmp_path):
     root = project(tmp_path, {
         "helpers.py": "import torch\n",
-        "guarded.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import torch\nelse:\n    torch = None\n",
+        "guarded.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import torch\n"
+                      "else:\n    torch = None\n",
         "a.py": "import typing\nif typing.TYPE_CHECKING:\n    from helpers import *\ntorch.cuda.synchronize()\n",
         "b.py": "from guarded import *\ntorch.cuda.synchronize()\n",
         "c.py": "import typing\nif typing.TYPE_CHECKING:\n    pass\nelse:\n    from helpers import *\n"
