@@ -155,8 +155,8 @@ def test_inputs_of_codes_patches_and_streams_as_data():
     # ShieldGemma 2's classifier takes the text's tokens as labels
     shield = _first_cut("shieldgemma2")
     assert shield["labels"].shape == shield["input_ids"].shape
-    # LW-DETR's windows want a side that is a multiple of 64
-    assert _first_cut("lw_detr")["pixel_values"].shape[-1] == 256
+    # RF-DETR's windows want a side that is a multiple of 56, with at least 300 patches for its queries
+    assert _first_cut("rf_detr")["pixel_values"].shape[-1] == 280
 
 
 def test_inputs_made_by_their_names_beside_an_image():
