@@ -75,6 +75,9 @@ def test_what_a_model_type_needs_of_its_cut_is_data():
     # Zamba ties its shared block from the first hybrid layer to the others: two of each kind
     kinds = cut("hf:zamba", "layers")["layers_block_type"]
     assert len(kinds) == 4 and all(kinds.count(k) == 2 for k in kinds)
+    # Dory's interleaved layer list and its input, recurrent and output blocks: the layers as data say
+    dory = cut("hf:dory", "layers")
+    assert dory["n_input_layers"] + dory["n_recurrent_layers"] + dory["n_output_layers"] == dory["num_hidden_layers"]
     # rotary sections the code falls back to are cut with the head: still half of it
     ernie = cut("hf:ernie4_5_vl_moe", "small")
     head = ernie["text_config.hidden_size"] // ernie["text_config.num_attention_heads"]
