@@ -398,7 +398,7 @@ def cut(spec: str, level: str) -> dict[str, Any]:
     facts = shrink_facts(str(config.get("model_type", "")))
     n = int(facts.get("layers", 1))
     sets = _shrunk(config, n, "", each=n)
-    sets.update(facts.get("set", {}))  # layers the rules cannot cut, as data
+    sets.update(facts.get("set", {}))  # what the rules cannot cut, as data
     # a vision tower whose layers its parent or an adapter beside it picks by index keeps them
     picked = _picks_layers(config) or any(_picks_layers({"vision_feature_layer": sub.get("vision_feature_layer")})
                                           for _, sub in subs)
@@ -431,8 +431,8 @@ def shrink_facts(model_type: str) -> dict[str, Any]:
     per-layer lists name (a model whose initialization divides by the layers less one, weights tied from one
     layer of a kind to the others); ``rope_sections``, the multimodal rotary sections its code falls back to where
     a rotary table (``text_config.rope_parameters``) names none, to be cut with the head; ``head_dim = "width"``,
-    a head size that is the width over the heads and must stay so (the code reads both); ``set``, the layer fields
-    of a configuration the rules cannot cut, as they are to be set at every level."""
+    a head size that is the width over the heads and must stay so (the code reads both); ``set``, fields the rules
+    cannot cut (layers listed in a way of their own, a family's scaling coefficients), set at every level."""
     from opaudit.data import load_toml
 
     return dict(load_toml("coverage_db", FIXES_FILE).get("shrink", {}).get(model_type, {}))
