@@ -562,6 +562,14 @@ def verify_corpus() -> Bench:
     return b
 
 
+def _verified(rs: list[dict]) -> list[str]:
+    """A verify run's cells for a group of runs: passed/all, how many of them with losses equal to the CPU run's,
+    and the programs that failed."""
+    equal = [r for r in rs if r["passed"] and (r.get("losses") or "").startswith("losses equal")]
+    return [f"{sum(r['passed'] for r in rs)}/{len(rs)}", f"{len(equal)}",
+            ", ".join(sorted({r["id"] for r in rs if not r["passed"]})) or "—"]
+
+
 def verify_heldout() -> Bench:
     d = load("verify_heldout.json")
     runs = d["runs"]
@@ -580,25 +588,16 @@ def verify_heldout() -> Bench:
               "lines left, in `bench/results/verify_heldout.md`.")
     for part in ("heldout", "dev"):
         for target in d["targets"]:
-            rs = [r for r in runs if r["target"] == target and r.get("split") == part]
-            equal = [r for r in rs if r["passed"] and (r.get("losses") or "").startswith("losses equal")]
-            left = sorted({r["id"] for r in rs if not r["passed"]})
-            b.rows.append([part, target, f"{sum(r['passed'] for r in rs)}/{len(rs)}", f"{len(equal)}",
-                           ", ".join(left) or "—"])
+            b.rows.append([part, target,
+                           *_verified([r for r in runs if r["target"] == target and r.get("split") == part])])
     rerun = load("verify_heldout_rerun.json")["runs"]
     for target in d["targets"]:  # the programs that failed, after the fixes they pointed to: no longer held out
-        rs = [r for r in rerun if r["target"] == target]
-        equal = [r for r in rs if r["passed"] and (r.get("losses") or "").startswith("losses equal")]
         b.rows.append(["rerun of failed ones after fixes (not held out)", target,
-                       f"{sum(r['passed'] for r in rs)}/{len(rs)}", f"{len(equal)}",
-                       ", ".join(sorted({r["id"] for r in rs if not r["passed"]})) or "—"])
+                       *_verified([r for r in rerun if r["target"] == target])])
     gan = load("verify_gan_musa_rerun.json")  # the six PyTorch-GAN programs after the typed-alias port: tuned on
     for target in gan["targets"]:
-        rs = [r for r in gan["runs"] if r["target"] == target]
-        equal = [r for r in rs if r["passed"] and (r.get("losses") or "").startswith("losses equal")]
         b.rows.append(["rerun of the PyTorch-GAN programs after the typed-alias port (tuned on)", target,
-                       f"{sum(r['passed'] for r in rs)}/{len(rs)}", f"{len(equal)}",
-                       ", ".join(sorted({r["id"] for r in rs if not r["passed"]})) or "—"])
+                       *_verified([r for r in gan["runs"] if r["target"] == target])])
     b.summary = [["held-out public programs ported and verified", "the original's CPU run",
                   "; ".join(f"{t} {sum(r['passed'] for r in held if r['target'] == t)}/"
                             f"{sum(r['target'] == t for r in held)}" for t in d["targets"]),
@@ -622,10 +621,7 @@ def verify_heldout2() -> Bench:
               f"and modern styles), measured once at opaudit {d['commit'][:7]} and never tuned on; torch {d['torch']}; "
               "per program, with the lines left, in `bench/results/verify_heldout2.md`.")
     for target in d["targets"]:
-        rs = [r for r in runs if r["target"] == target]
-        equal = [r for r in rs if r["passed"] and (r.get("losses") or "").startswith("losses equal")]
-        b.rows.append([target, f"{sum(r['passed'] for r in rs)}/{len(rs)}", f"{len(equal)}",
-                       ", ".join(sorted({r["id"] for r in rs if not r["passed"]})) or "—"])
+        b.rows.append([target, *_verified([r for r in runs if r["target"] == target])])
     b.summary = [["second held-out set ported and verified", "the original's CPU run",
                   "; ".join(f"{t} {sum(r['passed'] for r in runs if r['target'] == t)}/"
                             f"{sum(r['target'] == t for r in runs)}" for t in d["targets"]),

@@ -3,6 +3,8 @@ one place for each. Each entry says which releases have what."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 # the C base class of torch.Tensor: torch._C.TensorBase from 2.2 on, torch._C._TensorBase before
@@ -34,48 +36,45 @@ AUTOCAST_BY_DEVICE_TYPE = version() >= (2, 4)
 GRAD_SCALER_BY_DEVICE = version() >= (2, 3)
 
 
+# Each autocast query or setting, by its names: torch >= 2.4's (the device type its first argument), the CPU's own,
+# CUDA's own (torch.*), and a plugin's (torch.<device type>.*, as torch < 2.4's autocast asks the device module)
+_AUTOCAST = {
+    "enabled": ("is_autocast_enabled", "is_autocast_cpu_enabled", "is_autocast_enabled", "is_autocast_enabled"),
+    "set_enabled": ("set_autocast_enabled", "set_autocast_cpu_enabled", "set_autocast_enabled",
+                    "set_autocast_enabled"),
+    "dtype": ("get_autocast_dtype", "get_autocast_cpu_dtype", "get_autocast_gpu_dtype", "get_autocast_dtype"),
+    "set_dtype": ("set_autocast_dtype", "set_autocast_cpu_dtype", "set_autocast_gpu_dtype", "set_autocast_dtype"),
+}
+
+
+def _autocast(what: str, device_type: str, *args: Any) -> Any:
+    by_type, cpu, cuda, plugin = _AUTOCAST[what]
+    if AUTOCAST_BY_DEVICE_TYPE:
+        return getattr(torch, by_type)(device_type, *args)
+    if device_type == "cpu":
+        return getattr(torch, cpu)(*args)
+    if device_type == "cuda":
+        return getattr(torch, cuda)(*args)
+    return getattr(getattr(torch, device_type), plugin)(*args)
+
+
 def autocast_enabled(device_type: str) -> bool:
     """Whether autocast is on for ``device_type`` (torch.is_autocast_enabled(device_type) of torch >= 2.4)."""
-    if AUTOCAST_BY_DEVICE_TYPE:
-        return torch.is_autocast_enabled(device_type)
-    if device_type == "cpu":
-        return torch.is_autocast_cpu_enabled()
-    if device_type == "cuda":
-        return torch.is_autocast_enabled()
-    return getattr(torch, device_type).is_autocast_enabled()
+    return bool(_autocast("enabled", device_type))
 
 
 def set_autocast_enabled(device_type: str, on: bool) -> None:
-    if AUTOCAST_BY_DEVICE_TYPE:
-        torch.set_autocast_enabled(device_type, on)
-    elif device_type == "cpu":
-        torch.set_autocast_cpu_enabled(on)
-    elif device_type == "cuda":
-        torch.set_autocast_enabled(on)
-    else:
-        getattr(torch, device_type).set_autocast_enabled(on)
+    _autocast("set_enabled", device_type, on)
 
 
 def autocast_dtype(device_type: str) -> torch.dtype:
     """The low precision of ``device_type``'s autocast (torch.get_autocast_dtype(device_type) of torch >= 2.4)."""
-    if AUTOCAST_BY_DEVICE_TYPE:
-        return torch.get_autocast_dtype(device_type)
-    if device_type == "cpu":
-        return torch.get_autocast_cpu_dtype()
-    if device_type == "cuda":
-        return torch.get_autocast_gpu_dtype()
-    return getattr(torch, device_type).get_autocast_dtype()
+    dtype: torch.dtype = _autocast("dtype", device_type)
+    return dtype
 
 
 def set_autocast_dtype(device_type: str, dtype: torch.dtype) -> None:
-    if AUTOCAST_BY_DEVICE_TYPE:
-        torch.set_autocast_dtype(device_type, dtype)
-    elif device_type == "cpu":
-        torch.set_autocast_cpu_dtype(dtype)
-    elif device_type == "cuda":
-        torch.set_autocast_gpu_dtype(dtype)
-    else:
-        getattr(torch, device_type).set_autocast_dtype(dtype)
+    _autocast("set_dtype", device_type, dtype)
 
 
 def require(feature: str, needed: tuple[int, int], hint: str) -> None:
