@@ -120,8 +120,7 @@ def precheck(spec: str) -> None:
     if spec.startswith("hf:"):
         _require(spec, "transformers", "hf")
         name = split_overrides(spec)[0].removeprefix("hf:")
-        where, sep, tail = name.rpartition(":")
-        name = where if sep and where and tail.lower() in {h.lower() for h in HEADS} else name
+        name = _split_head(name)[0]
         if not Path(name).expanduser().exists() and re.fullmatch(r"[\w.-]+/[\w.-]+", name) \
                 and not name.startswith((".", "~")):
             from huggingface_hub import try_to_load_from_cache
@@ -294,13 +293,17 @@ def read_spec_file(path: Path) -> list[str]:
     return [s for s in (line.split(" #")[0].strip() for line in lines) if s and not s.startswith("#")]
 
 
-def _hf(spec: str, build: bool) -> Named:
-    base, overrides = split_overrides(spec)
-    name = base.removeprefix("hf:")
-    head: str | None = None
+def _split_head(name: str) -> tuple[str, str | None]:
+    """``llama:CausalLM`` -> (``llama``, ``CausalLM``): a trailing head name (any case) split off; else (name, None)."""
     where, sep, tail = name.rpartition(":")
     if sep and where and tail.lower() in {h.lower() for h in HEADS}:
-        name, head = where, next(h for h in HEADS if h.lower() == tail.lower())
+        return where, next(h for h in HEADS if h.lower() == tail.lower())
+    return name, None
+
+
+def _hf(spec: str, build: bool) -> Named:
+    base, overrides = split_overrides(spec)
+    name, head = _split_head(base.removeprefix("hf:"))
     if not name:
         raise InputError(f"{spec}: no model named", hint="hf:<model_type> (hf:llama), hf:<path to config.json> "
                          "or hf:<org>/<name> from the local Hugging Face cache")
