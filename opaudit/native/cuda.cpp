@@ -17,8 +17,6 @@
 //   else the unfold-based thnn kernels) where the CPU takes oneDNN.
 // No cuDNN, no CUDA generator (RNG ops run on the CPU generator), no CUDA DispatchStubs (a composite
 // that calls one with a CUDA device fails: copy_ is registered here for that reason).
-#include <torch/extension.h>
-
 #include "torch_compat.h"
 
 #include "dtype_bridge.h"

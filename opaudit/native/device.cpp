@@ -18,8 +18,6 @@
 // Sparse COO tensors of the device (SparsePrivateUse1) take the same way (run_sparse), and an op of any namespace
 // without an autograd kernel reaches it through the autograd key as on the CPU.
 // set_policy() forgets the plans (a new rehearsal, another target).
-#include <torch/extension.h>
-
 #include "torch_compat.h"
 
 #include "dtype_bridge.h"

@@ -16,7 +16,7 @@
 // by op and dtype (bridged_counts), as the device's own work.
 #pragma once
 
-#include <torch/extension.h>
+#include "torch_compat.h"
 
 #include "host_alias.h"
 

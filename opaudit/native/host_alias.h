@@ -4,7 +4,7 @@
 // of an op's results they and the dtype bridge share.
 #pragma once
 
-#include <torch/extension.h>
+#include "torch_compat.h"
 
 #include <c10/core/CPUAllocator.h>
 

@@ -20,8 +20,6 @@
 //   static const char* name;                 for messages
 #pragma once
 
-#include <torch/extension.h>
-
 #include "host_alias.h"
 #include "torch_compat.h"
 

@@ -13,8 +13,6 @@
 // decompose) goes to handler(op, args, kwargs) with recording paused, which returns the result or REDISPATCH.
 // Attribution as in attribution.py: backward ops by the sequence number of the autograd node being run; forward
 // ops by the first user frame (each code object classified once, by the Python locator) and the module stack.
-#include <torch/extension.h>
-
 #include "torch_compat.h"
 
 #include <ATen/SequenceNumber.h>

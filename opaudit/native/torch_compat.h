@@ -1,7 +1,12 @@
 // What opaudit's C++ parts need from torch that older releases do not export, one place for each.
 #pragma once
 
-#include <torch/extension.h>
+// What the parts use of torch/extension.h (ATen, operator registration, pybind11 with torch's type casters),
+// without the C++ frontend it also brings (torch/all.h: nn, optim, data), which took half of each part's build
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/library.h>
 
 #include <ATen/autocast_mode.h>
 
