@@ -31,3 +31,11 @@ def test_the_top_level_functions_stay_functions(imported):
     """Once the modules that share their names are imported, and once every module is."""
     for functions in imported["functions"]:
         assert functions == [True, True, "Trace", "opaudit.auditing", "opaudit.api"]  # (opaudit.trace: the API's)
+
+
+def test_a_rehearsal_does_not_load_the_linter():
+    """Each `run --simulate` reads the targets' data (lint.catalogue); the linter's engine (libcst) came with it
+    through the package's __init__, half a second of every rehearsal's start."""
+    done = run_python("rehearsal_imports.py")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == {"libcst": False, "torch": True}
