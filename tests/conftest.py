@@ -74,10 +74,12 @@ def llama7b_meta() -> opaudit.Trace:
 # while the other idles; sending the longest first (the classic longest-processing-time rule) ends both workers
 # close together. Only the order changes: every file still runs, and a file not named here keeps its place.
 LONGEST_FIRST = [
-    "rehearsal/test_simulate.py", "zoo/test_config_fixes.py", "tracing/test_stand_in.py",
-    "lint/test_corpus.py", "test_cli.py", "rehearsal/test_dtype_truth.py", "fallback/test_install.py",
-    "tracing/test_device.py", "rehearsal/test_engines.py", "zoo/test_specs.py", "matrix/test_db.py",
-    "tracing/test_compiled.py", "zoo/test_zoo.py", "test_code.py",
+    "rehearsal/test_simulate.py", "zoo/test_config_fixes.py", "tracing/test_stand_in.py", "test_cli.py",
+    "rehearsal/test_dtype_truth.py", "fallback/test_install.py", "rehearsal/test_engines.py",
+    "rehearsal/test_checkpoint.py", "tracing/test_device.py", "lint/test_corpus.py", "lint/test_convergence.py",
+    "rehearsal/test_rehearsal_training.py", "test_cli_audit.py", "matrix/test_db.py", "zoo/test_zoo.py",
+    "tracing/test_dtype_bridge.py", "tracing/test_compiled.py", "rehearsal/test_device_selected.py",
+    "rehearsal/test_surface.py", "test_code.py",
 ]
 
 
