@@ -85,9 +85,9 @@ _DEVICES = (INCLUDE / "host_device.h", INCLUDE / "dtype_bridge.h", INCLUDE / "ho
 STAND_IN = Part("opaudit_cuda_stand_in", INCLUDE / "cuda.cpp", "cuda-stand-in", "OPAUDIT_CUDA_STAND_IN_BUILD",
                 "opaudit's CUDA stand-in", 20, _DEVICES)
 TRACER = Part("opaudit_tracer", INCLUDE / "recorder.cpp", "tracer", "OPAUDIT_TRACER_BUILD",
-              "the tracer's C++ recorder", 30, (INCLUDE / "torch_compat.h",))
+              "the tracer's C++ recorder", 20, (INCLUDE / "torch_compat.h",))
 REHEARSAL_DEVICE = Part("opaudit_rehearsal_device", INCLUDE / "device.cpp", "rehearsal-device",
-                        "OPAUDIT_REHEARSAL_DEVICE_BUILD", "the rehearsal's C++ device", 30,
+                        "OPAUDIT_REHEARSAL_DEVICE_BUILD", "the rehearsal's C++ device", 25,
                         _DEVICES)
 PARTS = (STAND_IN, TRACER, REHEARSAL_DEVICE)
 
