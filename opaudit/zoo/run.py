@@ -7,8 +7,9 @@ back: the verdict per target, or ``status="failed"`` with the reason. The execut
 :func:`run_job` runs: threads of this process (``local``) or Ray tasks (``ray``); the results are the same.
 
 Records are cached by (spec, configuration hash, torch version, opaudit version, coverage_db version and the
-trace options): a rerun only traces what changed. Failures from a timeout or the memory cap are not cached
-(another run may give more).
+trace options): a rerun only traces what changed. A failure from the timeout or the memory cap is cached with the
+limits it ran under and taken from the cache only by a run whose limits are no larger (a longer timeout or a
+larger cap runs the model again); a crash is never cached.
 """
 
 from __future__ import annotations
@@ -445,6 +446,14 @@ def default_cache() -> Path:
     return Path(base) / "opaudit" / "zoo"
 
 
+RESOURCE_REASONS = ("timeout", "memory")  # failures that depend on the limits a model ran under
+
+
+def _no_larger(now: float | int | None, then: float | int | None) -> bool:
+    """A limit (None: none) is no larger than the one a failure ran under."""
+    return then is None or (now is not None and now <= then)
+
+
 def _cached(cache: Path | None, job: Job) -> dict[str, Any] | None:
     if cache is None:
         return None
@@ -453,12 +462,22 @@ def _cached(cache: Path | None, job: Job) -> dict[str, Any] | None:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) and record.get("key") == job.key else None
+    if not isinstance(record, dict) or record.get("key") != job.key:
+        return None
+    limits = record.pop("limits", None) or {}  # kept in the cache only: a cached record reads as a fresh one
+    if record.get("reason") in RESOURCE_REASONS:  # the same answer only under limits no larger than its own
+        if not (_no_larger(job.timeout, limits.get("timeout", 0)) and _no_larger(job.memory, limits.get("memory", 0))):
+            return None
+    return record
 
 
-def _store(cache: Path | None, record: dict[str, Any]) -> None:
-    if cache is None or not record.get("key") or record.get("reason") in ("timeout", "memory", "crash"):
+def _store(cache: Path | None, record: dict[str, Any], job: Job | None) -> None:
+    if cache is None or not record.get("key") or record.get("reason") == "crash":
         return
+    if record.get("reason") in RESOURCE_REASONS:
+        if job is None:
+            return
+        record = {**record, "limits": {"timeout": job.timeout, "memory": job.memory}}
     _store_file(cache / f"{record['key']}.json", json.dumps(record, sort_keys=True))
 
 
@@ -508,8 +527,10 @@ def run_zoo(specs: Sequence[str], *, targets: Sequence[str] | None = None, train
         for record in done.values():
             on_result(record)
 
+    by_spec = {job.spec: job for job in todo}
+
     def finished(record: dict[str, Any]) -> None:
-        _store(cache, record)
+        _store(cache, record, by_spec.get(record["spec"]))
         done[record["spec"]] = record
         if on_result is not None:
             on_result(record)

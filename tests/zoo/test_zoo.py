@@ -81,6 +81,19 @@ def test_timeout_and_memory_cap_end_one_model_with_its_reason(tmp_path):
     assert (record["status"], record["reason"]) == ("failed", "memory"), record
 
 
+def test_a_timeout_is_cached_for_runs_whose_limits_are_no_larger(tmp_path):
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time, torch\n\ndef get_model():\n    time.sleep(60)\n    return torch.nn.Linear(2, 2)\n\n"
+                    "def get_inputs():\n    return torch.randn(1, 2)\n")
+    cache = tmp_path / "cache"
+    first = run_zoo([str(slow)], targets=TINY_ZOO_TARGETS, jobs=1, timeout=2, cache=cache)
+    assert first.cached == 0 and first.records[0]["reason"] == "timeout"
+    again = run_zoo([str(slow)], targets=TINY_ZOO_TARGETS, jobs=1, timeout=2, cache=cache)  # no 2 s spent again
+    assert again.cached == 1 and again.records == first.records and again.wall_s < 2
+    longer = run_zoo([str(slow)], targets=TINY_ZOO_TARGETS, jobs=1, timeout=3, cache=cache)  # may give more: run
+    assert longer.cached == 0 and longer.records[0]["reason"] == "timeout" and longer.wall_s >= 3
+
+
 def test_ray_tasks_give_the_results_of_the_local_processes(tiny_zoo):
     ray = pytest.importorskip("ray", reason="Ray is in .[test] (opaudit[ray])")
     out, _, _ = tiny_zoo
