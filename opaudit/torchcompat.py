@@ -11,6 +11,15 @@ import torch
 TensorBase = getattr(torch._C, "TensorBase", None) or torch._C._TensorBase
 
 
+def tree_leaves(tree: Any) -> list[Any]:
+    """The leaves of a pytree: torch.utils._pytree.tree_leaves from torch 2.2 on, its tree_flatten's first part
+    before (2.1 has no tree_leaves)."""
+    from torch.utils import _pytree as pytree
+
+    leaves = getattr(pytree, "tree_leaves", None)
+    return leaves(tree) if leaves is not None else pytree.tree_flatten(tree)[0]
+
+
 def version() -> tuple[int, int]:
     """(major, minor) of the installed torch."""
     major, minor = torch.__version__.split("+")[0].split(".")[:2]
@@ -29,7 +38,8 @@ def version() -> tuple[int, int]:
 #   2.4): before, torch asks the device module (count, current device) and pinning is the identity
 #   (rehearsal/device.py); native/device.cpp builds against each release's interface;
 # - Library._destroy (2.3 has it, 2.1 not: destroy_library), torch.get_default_device (2.3), the CPU kernels of
-#   GradScaler's ops (2.3; fallback/references.py BEFORE_CPU_KERNEL).
+#   GradScaler's ops (2.3; fallback/references.py BEFORE_CPU_KERNEL), torch.utils._pytree.tree_leaves (2.2:
+#   tree_leaves).
 # Where a feature cannot run on the installed torch, it says so in one line: require().
 SIMULATED_DEVICE = (2, 1)
 AUTOCAST_BY_DEVICE_TYPE = version() >= (2, 4)

@@ -25,10 +25,11 @@ import torch
 from torch.utils import _pytree as pytree
 
 from opaudit.fallback.choose import OVERRIDEABLE
+from opaudit.torchcompat import tree_leaves
 
 
 def _device_of(args: Any, kwargs: dict[str, Any]) -> torch.device | None:
-    for x in pytree.tree_leaves((args, kwargs)):
+    for x in tree_leaves((args, kwargs)):
         if isinstance(x, torch.Tensor) and x.device.type not in ("cpu", "meta"):
             return x.device
     d = kwargs.get("device")
@@ -101,7 +102,7 @@ def cpu_call(op: torch._ops.OpOverload, args: tuple, kwargs: dict[str, Any]) -> 
         return torch.ops.aten.convolution_backward.default(grad, inp, weight, bias, stride, padding, dilation,
                                                            transposed, output_padding, groups, mask)
     assert base not in OVERRIDEABLE
-    if any(isinstance(x, torch.Generator) and x.device.type != "cpu" for x in pytree.tree_leaves((args, kwargs))):
+    if any(isinstance(x, torch.Generator) and x.device.type != "cpu" for x in tree_leaves((args, kwargs))):
         args, kwargs = pytree.tree_map_only(torch.Generator, lambda g: None if g.device.type != "cpu" else g,
                                             (args, kwargs))
     return op(*args, **kwargs)
@@ -207,7 +208,7 @@ def reference(op: torch._ops.OpOverload, args: tuple, kwargs: dict[str, Any],
 
 def outputs(op: torch._ops.OpOverload, out: Any, args: tuple, kwargs: dict[str, Any]) -> list[torch.Tensor]:
     """The tensors of an op's result, then the arguments it writes (reference's order)."""
-    found = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+    found = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
     for pos, name in signature(op).writes:
         found += _tensors(argument(args, kwargs, pos, name))
     return found

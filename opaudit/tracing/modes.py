@@ -22,6 +22,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from opaudit.errors import OpauditError
+from opaudit.torchcompat import tree_leaves
 
 MODES = ("auto", "real", "meta", "fake")
 
@@ -42,7 +43,7 @@ class Prepared:
     def device(self) -> str:
         for t in self.model.parameters():
             return t.device.type
-        for t in pytree.tree_leaves(self.inputs):
+        for t in tree_leaves(self.inputs):
             if isinstance(t, torch.Tensor):
                 return t.device.type
         return "cpu"
@@ -104,7 +105,7 @@ def _gib(n: int) -> str:
 def _mode_of(model: nn.Module, inputs: Any) -> str:
     from torch._subclasses.fake_tensor import FakeTensor
 
-    for t in (*model.parameters(), *model.buffers(), *pytree.tree_leaves(inputs)):
+    for t in (*model.parameters(), *model.buffers(), *tree_leaves(inputs)):
         if isinstance(t, FakeTensor):
             return "fake"
         if isinstance(t, torch.Tensor):

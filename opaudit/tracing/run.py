@@ -15,6 +15,7 @@ from torch.utils import _pytree as pytree
 
 import opaudit
 from opaudit.errors import OpauditError, UserCodeError, describe_exception, user_frames
+from opaudit.torchcompat import tree_leaves
 from opaudit.tracing.attribution import source_locator
 from opaudit.tracing.autocast import AMP_DTYPES, CudaAutocast
 from opaudit.tracing.default_device import default_device
@@ -155,7 +156,7 @@ def default_loss(output: Any, inputs: Any) -> torch.Tensor:
     loss = getattr(output, "loss", None)
     if isinstance(loss, torch.Tensor) and loss.requires_grad:
         return loss
-    leaves = [t for t in pytree.tree_leaves(output)
+    leaves = [t for t in tree_leaves(output)
               if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
     if not leaves:
         raise OpauditError(
