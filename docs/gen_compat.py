@@ -65,11 +65,13 @@ def render() -> str:
         "opaudit runs under the PyTorch a team already has, and the vendors' plugins pin their own: what each "
         "command needs, and what was checked. `tests/compat/check.py VENV` runs the commands a user runs (lint, "
         "matrix, doctor, scan and trace on the CPU path, report, the CUDA path of scan, `run --simulate` of a "
-        "CUDA training script and of DDP, `fix --verify` of its port to Ascend, and the audit against the strict "
-        "rehearsal of a script on two targets) under a venv's torch and compares each exit code with what is "
-        "promised below; `.ci/run` runs it under PyPI's torch 2.1.2 and 2.5.1 (with `numpy<2` and `pandas<3` for "
-        "2.1, built against NumPy 1). Below torch 2.4 the simulated devices use what that torch has, as the vendors' "
-        "plugins for it did (opaudit/torchcompat.py).",
+        "CUDA training script and of DDP, `fix --verify` of its port to Ascend, `scan` of a small transformers "
+        "model and `zoo` of two, `run --fallback` of a CNN's train step on the C++ test backend, and the audit "
+        "against the strict rehearsal of a script on two targets) under a venv's torch and compares each exit code "
+        "with what is promised below; `.ci/run` runs it under PyPI's torch 2.1.2 and 2.5.1 (with `numpy<2` and "
+        "`pandas<3` for 2.1, built against NumPy 1, and transformers 4.55.4, the newest release that supports torch "
+        "2.1). Runs of an older set of checks list fewer. Below torch 2.4 the simulated devices use what that torch "
+        "has, as the vendors' plugins for it did (opaudit/torchcompat.py).",
         "",
         "| torch | what opaudit does there |",
         "|---|---|",

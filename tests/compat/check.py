@@ -2,10 +2,12 @@
 
     python tests/compat/check.py VENV [--out results.json]
 
-VENV is a virtual environment with that torch and opaudit installed (``.ci/run`` makes them: PyPI's builds of
-torch 2.1.2 and 2.5.1). Each check runs one command in a fresh folder and compares its exit code with what opaudit
-promises on that torch (docs/compat.md, "Which PyTorch"): every command from torch 2.1, the simulated devices (the
-CUDA path of scan and trace, run --simulate, fix --verify) included.
+VENV is a virtual environment with that torch, opaudit and a transformers release that supports that torch installed
+(``.ci/run`` makes them: PyPI's builds of torch 2.1.2 and 2.5.1, with transformers 4.55.4). Each check runs one
+command in a fresh folder and compares its exit code with what opaudit promises on that torch (docs/compat.md, "Which
+PyTorch"): every command from torch 2.1, the simulated devices (the CUDA path of scan and trace, run --simulate,
+fix --verify), a small transformers model (scan, zoo) and the fallback on the C++ test backend (run --fallback, with
+g++ to build it, as the main suite's tests/fallback) included.
 Prints one line per check; writes the results as JSON; exits 1 when any check is not what is promised.
 """
 
@@ -24,6 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 FIXTURES = ROOT / "tests" / "fixtures"
+# tiny transformers models, as the main suite's TINY_ZOO (tests/helpers.py): configurations only, nothing downloaded
+GPT2 = "hf:gpt2?n_layer=1&n_embd=32&n_head=2"
+BERT = "hf:bert?num_hidden_layers=1&hidden_size=32&num_attention_heads=2&intermediate_size=64"
 
 
 def versions_of(python: Path) -> tuple[str, str, tuple[int, int]]:
@@ -58,7 +63,36 @@ def checks(work: Path) -> list[tuple[str, list[str], set[int], str]]:
         # the port for the newest Ascend release (torch.amp.GradScaler("npu"), ...), rehearsed with CUDA absent
         ("fix --verify", ["fix", "--target", "ascend", "--unsafe-fixes", "--verify", "--", str(port), *sizes],
          {0}, "the port runs on ascend"),
+        # a transformers model built from its configuration by the venv's transformers, traced for training
+        ("scan hf:bert", ["scan", BERT, "--train", "-t", "ascend"], {0}, "Will it run?"),
+        ("zoo", ["zoo", GPT2, BERT, "-t", "ascend", "--train", "--jobs", "1", "--out", str(work / "zoo"), "--cache",
+                 str(work / "zoo-cache")], {0}, "2 models, 2 traced; 0 from the cache"),
     ]
+
+
+# `opaudit run --fallback` on a real PrivateUse1 device, as tests/fallback/test_install.py runs it: a stub torch_npu
+# (what install() imports for "ascend") registers the C++ test backend (tests/fixtures/plugins/testdev, compiled with
+# the venv's torch and g++ on first use, then kept per torch version) as "npu", and the driver's CNN train step runs on
+# it through opaudit's fallback beside a CPU copy of itself
+FALLBACK_DRIVER = FIXTURES / "fallback" / "install_driver.py"
+FALLBACK_PATH = [FIXTURES / "plugins", FIXTURES / "fallback" / "torch_npu_stub"]
+
+
+def fallback(python: Path, env: dict, work: Path) -> tuple[bool, int, str]:
+    """The train step on the device through the fallback: exit 0, the device registered, the loss the CPU's (to
+    1e-5, as the main suite holds it), and the statistics of an installed fallback on npu with the CNN's ops."""
+    stats = work / "fallback-stats.json"
+    done = subprocess.run([str(python), "-m", "opaudit", "run", "--fallback", "ascend", "--stats", str(stats), "--",
+                           str(FALLBACK_DRIVER), "cli"], capture_output=True, text=True, cwd=work, timeout=900,
+                          env={**env, "PYTHONPATH": os.pathsep.join(map(str, FALLBACK_PATH))})
+    output = done.stdout + done.stderr
+    result = next((json.loads(line) for line in reversed(done.stdout.splitlines()) if line.startswith("{")), {})
+    loss = result.get("loss", {})
+    ops = {o["op"] for o in json.loads(stats.read_text())["ops"]} if stats.exists() else set()
+    ok = done.returncode == 0 and result.get("device_registered") is True and "fallback on ascend@" in output and \
+        abs(loss.get("device", 0.0) - loss.get("cpu", 1.0)) <= 1e-5 * abs(loss.get("cpu", 1.0)) and \
+        {"convolution_overrideable", "native_batch_norm"} <= ops and "internal error" not in output
+    return ok, done.returncode, output[-3000:]
 
 
 # the audit and the strict rehearsal agree on each target (a GradScaler's float64 step, which MPS skips where torch's
@@ -105,6 +139,15 @@ def main() -> int:
                   flush=True)
             if not ok:
                 print(output[-3000:], file=sys.stderr)
+        start = time.perf_counter()
+        ok, rc, said = fallback(python, env, work)
+        seconds = round(time.perf_counter() - start, 1)
+        results.append({"check": "run --fallback", "command": f"opaudit run --fallback ascend -- "
+                        f"{FALLBACK_DRIVER.name} cli (the C++ test backend as npu)", "rc": rc, "expected": [0],
+                        "ok": ok, "seconds": seconds})
+        print(f"{'ok  ' if ok else 'FAIL'} torch {version}  {'run --fallback':<20} rc={rc} {seconds:>6} s", flush=True)
+        if not ok:
+            print(said, file=sys.stderr)
         for target, script in AGREE:
             start = time.perf_counter()
             ok, said = agreement(python, env, work, target, script)
