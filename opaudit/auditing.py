@@ -350,6 +350,10 @@ def retrace_advice(trace: Trace, r: Any) -> str:
     if command[0] == "scan":
         command += ["-t", r.key]
     pins = [f"torch=={torch_v}"] + (["numpy<2", "pandas<3"] if have < (2, 3) else [])
+    if kind == "spec" and str(src.get("spec", "")).startswith("hf:"):
+        # transformers states its torch floor in its torch extra: pip picks the newest release that takes this torch
+        # (4.55.4 for torch 2.1: 4.56 needs 2.2), where a bare transformers would be one that no longer runs on it
+        pins.append("transformers[torch]")
     here = Path(__file__).resolve().parent.parent
     install = [*pins, "-e", str(here)] if (here / "pyproject.toml").exists() else [*pins, "opaudit"]
     venv = f".venv-torch{torch_v}"

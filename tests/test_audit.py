@@ -260,3 +260,8 @@ def test_a_version_skew_verdict_names_the_re_trace_that_runs_under_that_pytorch(
     assert retrace.endswith("opaudit scan model.py -t ascend@2.1.0.post6")
     old = load_matrix("ascend@1.11.0.post14").release
     assert "cannot re-trace" in retrace_advice(rec.trace, old)
+    # a transformers model by name: the venv gets the transformers release that takes that torch (its torch extra)
+    rec.trace.meta.source = {"kind": "spec", "spec": "hf:bert?num_hidden_layers=1"}
+    retrace = retrace_advice(rec.trace, load_matrix("ascend@2.1.0.post6").release)
+    assert "pip install torch==2.1.0 'numpy<2' 'pandas<3' 'transformers[torch]' " in retrace
+    assert retrace.endswith("opaudit scan 'hf:bert?num_hidden_layers=1' -t ascend@2.1.0.post6")
