@@ -7,9 +7,7 @@ the program's own loader expects. Nothing is downloaded; no file of the programs
 from __future__ import annotations
 
 import importlib.util
-import json
 import pickle
-import wave
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,7 +45,8 @@ def _implicit_csv(cwd: Path, spec: dict[str, Any]) -> None:
     (d / "unique_sid.txt").write_text("".join(f"{i}\n" for i in range(items)))
 
     def rows(first: int, n: int) -> list[tuple[int, int]]:
-        return [(u, int(s)) for u in range(first, first + n) for s in rng.permutation(items)[: int(rng.integers(3, 13))]]
+        return [(u, int(s)) for u in range(first, first + n)
+                for s in rng.permutation(items)[: int(rng.integers(3, 13))]]
 
     def write(name: str, pairs: list[tuple[int, int]]) -> None:
         (d / name).write_text("uid,sid\n" + "".join(f"{u},{s}\n" for u, s in pairs))
