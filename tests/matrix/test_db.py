@@ -6,31 +6,22 @@ import hashlib
 import subprocess
 import sys
 
-import pytest
 from helpers import ROOT
 
 from opaudit.data import data_dir, tomllib
 from opaudit.matrix import load_database
-from opaudit.matrix.build import differences, generate
+from opaudit.matrix.build import generate
 from opaudit.matrix.sources import ADAPTERS
 
 
-@pytest.fixture(scope="module")
-def rebuild(upstream):
-    return generate(upstream)
-
-
-def test_committed_database_equals_a_rebuild(rebuild):
-    # the sources folder is always there in this repository's CI; a rebuild must change nothing
-    diffs = differences(rebuild, data_dir("coverage_db"))
-    assert diffs == [], "coverage_db is stale: run `opaudit db build`\n" + "\n".join(diffs[:20])
-
-
-def test_the_build_is_deterministic(upstream, rebuild):
+def test_the_build_is_deterministic(upstream):
+    """A second build (of two vendors: PyTorch's tables and XLA's) gives the committed files byte for byte; that the
+    committed database is a full rebuild is `opaudit db check`'s answer (test_db_check_command_and_missing_sources)."""
     again = generate(upstream, ["pytorch", "xla"])
+    root = data_dir("coverage_db")
     for rel, text in again.files.items():
         if rel not in ("index.toml", "SOURCES.md"):  # these two gather every vendor
-            assert rebuild.files[rel] == text, rel
+            assert (root / rel).read_text(encoding="utf-8") == text, rel
 
 
 def test_every_vendor_has_releases_and_every_release_its_provenance(upstream):
@@ -68,6 +59,7 @@ def test_every_file_says_it_is_generated():
 
 
 def test_db_check_command_and_missing_sources(tmp_path):
+    # the sources folder is in the repository: a rebuild of every vendor changes nothing of coverage_db
     ok = subprocess.run([sys.executable, "-m", "opaudit", "db", "check"], cwd=ROOT, capture_output=True, text=True,
                         timeout=600)
     assert ok.returncode == 0, ok.stdout + ok.stderr
