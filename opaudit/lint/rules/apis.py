@@ -170,8 +170,10 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
     if code == "OA302" and isinstance(c.parent, (cst.Comparison, cst.ComparisonTarget)):
         c.report(node, "OA304", f"{c.rules['OA304'].summary}: `{q}`")  # what the comparison guards is a judgement
         return
-    if code == "OA003" and _in_text(c):
-        return  # the CUDA version in a log line or a message steers nothing
+    if code in ("OA003", "OA612") and _in_text(c, node):
+        # the CUDA or cuDNN version in a log line or a message steers nothing, and reads None off CUDA (a
+        # `cudnn.version()` without cuDNN is None too): nothing to port, nothing that keeps a port from running
+        return
     if code == "OA122" and _class_tested(c, node):
         return  # isinstance(model, nn.DataParallel): a test of what a model is, on every build; nothing runs on CUDA
     rule = c.rules[code]
@@ -244,18 +246,29 @@ def _is_type_call(c: FileCheck, node: cst.CSTNode) -> bool:
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log", "write"})
 
 
-def _in_text(c: FileCheck) -> bool:
-    """Whether the node being visited only goes into text: a part of an f-string, or an argument of
+def _in_text(c: FileCheck, node: cst.CSTNode) -> bool:
+    """Whether ``node`` (or its own call: ``cudnn.version()``) only goes into text: a part of an f-string or of a
+    string literal's ``.format(...)`` or ``%`` (``"CUDA: {}".format(torch.version.cuda)``), or an argument of
     ``print``, a logger's or a stream's ``write`` (``print(f"CUDA {torch.version.cuda}")``)."""
-    for above in reversed(c.stack[:-1]):
+    child = node
+    for above in reversed(c.stack):
+        if isinstance(above, cst.Call) and above.func is child:
+            child = above
+            continue
         if isinstance(above, cst.FormattedStringExpression):
             return True
         if isinstance(above, cst.Call):
             f = above.func
+            if isinstance(f, cst.Attribute) and f.attr.value == "format" and isinstance(f.value, cst.BaseString):
+                return True
             return (isinstance(f, cst.Name) and f.value == "print") or \
                 (isinstance(f, cst.Attribute) and f.attr.value in _LOG_METHODS)
+        if isinstance(above, cst.BinaryOperation) and isinstance(above.operator, cst.Modulo) and \
+                isinstance(above.left, cst.BaseString) and above.left is not child:
+            return True
         if isinstance(above, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
             return False
+        child = above
     return False
 
 
