@@ -3,21 +3,23 @@ one place for each. Each entry says which releases have what."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 
 # the C base class of torch.Tensor: torch._C.TensorBase from 2.2 on, torch._C._TensorBase before
 TensorBase = getattr(torch._C, "TensorBase", None) or torch._C._TensorBase
 
 
-def tree_leaves(tree: Any) -> list[Any]:
-    """The leaves of a pytree: torch.utils._pytree.tree_leaves from torch 2.2 on, its tree_flatten's first part
-    before (2.1 has no tree_leaves)."""
-    from torch.utils import _pytree as pytree
+def _tree_flatten_leaves(tree: Any) -> list[Any]:
+    return pytree.tree_flatten(tree)[0]
 
-    leaves = getattr(pytree, "tree_leaves", None)
-    return leaves(tree) if leaves is not None else pytree.tree_flatten(tree)[0]
+
+# The leaves of a pytree: torch.utils._pytree.tree_leaves from torch 2.2 on, its tree_flatten's first part before (2.1
+# has no tree_leaves). Chosen once: the fallback's round trip asks it on every op call.
+tree_leaves: Callable[[Any], list[Any]] = getattr(pytree, "tree_leaves", None) or _tree_flatten_leaves
 
 
 def version() -> tuple[int, int]:

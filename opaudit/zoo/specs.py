@@ -487,6 +487,14 @@ def _picks_layers(config: dict[str, Any]) -> bool:
     return isinstance(feature, list) or (isinstance(feature, int) and feature >= 0)
 
 
+def _first_of_each_kind(kinds: list[str], among: range, each: int) -> list[int]:
+    """The indices in ``among`` of the first ``each`` layers of each kind ``kinds`` names."""
+    out: list[int] = []
+    for kind in dict.fromkeys(kinds[i] for i in among):
+        out += [i for i in among if kinds[i] == kind][:each]
+    return out
+
+
 def _shrunk(config: dict[str, Any], n: int, prefix: str, each: int = 1) -> dict[str, Any]:
     """The layer counts cut to at most ``n`` (with the per-layer lists and tables following the layers kept), but
     the first ``each`` layers of each kind a per-layer list names kept."""
@@ -501,18 +509,16 @@ def _shrunk(config: dict[str, Any], n: int, prefix: str, each: int = 1) -> dict[
     # per-layer lists: a value per layer (layer_types, mlp_layer_types, intermediate_size ...)
     per_layer = {k: v for k, v in config.items() if isinstance(v, list) and len(v) == total and total > n}
     keep = list(range(min(n, total)))
-    for v in per_layer.values():  # the first layers of each kind
-        if all(isinstance(x, str) for x in v):
-            keep += [i for x in dict.fromkeys(v) for i in [j for j, y in enumerate(v) if y == x][:each]]
+    kinds = [v for v in per_layer.values() if all(isinstance(x, str) for x in v)]  # layer_types and the like
+    for v in kinds:  # the first layers of each kind
+        keep += _first_of_each_kind(v, range(total), each)
     dense = config.get("first_k_dense_replace")
     if isinstance(dense, int) and 0 < dense < total:  # keep one dense and one sparse layer
         keep += [0, dense]
     shared = config.get("num_kv_shared_layers")
     if isinstance(shared, int) and 0 < shared < total:  # the last layers reuse the KV of earlier ones of their kind
-        for v in per_layer.values():  # the first of each kind among them too
-            if all(isinstance(x, str) for x in v):
-                tail = range(total - shared, total)
-                keep += [i for x in dict.fromkeys(v[-shared:]) for i in [j for j in tail if v[j] == x][:each]]
+        for v in kinds:  # the first of each kind among them too
+            keep += _first_of_each_kind(v, range(total - shared, total), each)
     keep = sorted(set(keep))
     out: dict[str, Any] = {}
     for k, v in counts.items():
