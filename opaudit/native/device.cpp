@@ -256,13 +256,17 @@ bool is_device_sparse(const at::Tensor& t) {
   return t.defined() && t.layout() == at::kSparse && t.device().type() == kDev;
 }
 
-// A sparse tensor on `key` (SparseCPU, SparsePrivateUse1) with t's shape over `indices` and `values` (not copied).
-at::Tensor sparse_over(c10::DispatchKey key, const at::Tensor& t, const at::Tensor& indices, const at::Tensor& values) {
-  auto out = at::detail::make_tensor<at::SparseTensorImpl>(c10::DispatchKeySet(key), t.dtype());
-  auto* impl = at::sparse::get_sparse_impl(out);
+// `impl` made a sparse tensor of t's shape over `indices` and `values` (not copied).
+void set_sparse(at::SparseTensorImpl* impl, const at::Tensor& t, const at::Tensor& indices, const at::Tensor& values) {
   impl->raw_resize_(t.sparse_dim(), t.dense_dim(), t.sizes());
   impl->set_indices_and_values_unsafe(indices, values);
   impl->set_coalesced(t.is_coalesced());
+}
+
+// A sparse tensor on `key` (SparseCPU, SparsePrivateUse1) with t's shape over `indices` and `values` (not copied).
+at::Tensor sparse_over(c10::DispatchKey key, const at::Tensor& t, const at::Tensor& indices, const at::Tensor& values) {
+  auto out = at::detail::make_tensor<at::SparseTensorImpl>(c10::DispatchKeySet(key), t.dtype());
+  set_sparse(at::sparse::get_sparse_impl(out), t, indices, values);
   return out;
 }
 
@@ -308,12 +312,8 @@ void run_sparse(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (const auto& s : sparse) {  // what an in-place op did to a sparse argument, done to the device's
     if (!s.written) continue;
     auto* cpu = at::sparse::get_sparse_impl(s.cpu);
-    auto* dev = at::sparse::get_sparse_impl(s.dev);
-    auto indices = Host::to_device(cpu->indices(), call.args, call.device);
-    auto values = Host::to_device(cpu->values(), call.args, call.device);
-    dev->raw_resize_(s.cpu.sparse_dim(), s.cpu.dense_dim(), s.cpu.sizes());
-    dev->set_indices_and_values_unsafe(indices, values);
-    dev->set_coalesced(s.cpu.is_coalesced());
+    set_sparse(at::sparse::get_sparse_impl(s.dev), s.cpu, Host::to_device(cpu->indices(), call.args, call.device),
+               Host::to_device(cpu->values(), call.args, call.device));
   }
   if (call.to_host) return;
   const size_t nrets = schema.returns().size();
