@@ -130,6 +130,18 @@ def _yolo_folder(cwd: Path, spec: dict[str, Any]) -> None:
                     f"names={rel / 'classes.names'}\n")
 
 
+def _write_wav(path: Path, rate: int, samples: Any) -> None:
+    """Mono 16-bit PCM at ``rate``, samples in [-1, 1] (clipped)."""
+    import numpy as np
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes((np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes())
+
+
 def _wav_classes(cwd: Path, spec: dict[str, Any]) -> None:
     """``root``/<word>/*.wav: ``count`` one-second 16 kHz mono clips of noise and a tone for each of ``words``
     (a speech-commands folder), and ``root``/_background_noise_/noise.wav."""
@@ -138,21 +150,12 @@ def _wav_classes(cwd: Path, spec: dict[str, Any]) -> None:
     rng = _rng(spec)
     root = cwd / spec.get("root", "data/speech_commands")
     rate = int(spec.get("rate", 16000))
-
-    def write(path: Path, samples: Any) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with wave.open(str(path), "wb") as w:
-            w.setnchannels(1)
-            w.setsampwidth(2)
-            w.setframerate(rate)
-            w.writeframes((np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes())
-
     t = np.arange(rate) / rate
     for j, word in enumerate(spec.get("words", ["yes", "no"])):
         for i in range(int(spec.get("count", 4))):
-            write(root / word / f"{j:02d}{i:04d}_nohash_0.wav",
-                  0.3 * np.sin(2 * np.pi * (200 + 100 * j) * t) + 0.05 * rng.standard_normal(rate))
-    write(root / "_background_noise_" / "noise.wav", 0.1 * rng.standard_normal(rate))
+            _write_wav(root / word / f"{j:02d}{i:04d}_nohash_0.wav", rate,
+                       0.3 * np.sin(2 * np.pi * (200 + 100 * j) * t) + 0.05 * rng.standard_normal(rate))
+    _write_wav(root / "_background_noise_" / "noise.wav", rate, 0.1 * rng.standard_normal(rate))
     for name, text in spec.get("lists", {}).items():
         (root / name).write_text(text)
 
@@ -201,12 +204,7 @@ def _separation_json(cwd: Path, spec: dict[str, Any]) -> None:
             s2 = 0.1 * rng.standard_normal(n)
             for name, x in (("s1", s1), ("s2", s2), ("mix", s1 + s2)):
                 path = base / name / f"{i}.wav"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with wave.open(str(path), "wb") as w:
-                    w.setnchannels(1)
-                    w.setsampwidth(2)
-                    w.setframerate(rate)
-                    w.writeframes((np.clip(x, -1, 1) * 32767).astype("<i2").tobytes())
+                _write_wav(path, rate, x)
                 infos[name].append([str(path.relative_to(cwd)), n])
         for name, rows in infos.items():
             (base / f"{name}.json").write_text(json.dumps(rows))
