@@ -89,6 +89,13 @@ def test_a_model_that_is_not_there_is_refused_before_the_cpp_parts_are_built(tmp
         assert "compiling" not in err and not (tmp_path / "stand-in").exists() and not (tmp_path / "tracer").exists()
 
 
+def test_a_script_that_is_not_there_is_refused_before_the_rehearsal_device_is_built(tmp_path):
+    env = {"OPAUDIT_REHEARSAL_DEVICE_BUILD": str(tmp_path / "device")}
+    code, _, err = run_cli("run", "--simulate", "ascend", "--", "nope.py", cwd=tmp_path, env=env, fresh=True)
+    assert code == 2 and "script not found: nope.py" in err and "Traceback" not in err, err
+    assert "compiling" not in err and not (tmp_path / "device").exists()
+
+
 def test_trace_of_another_schema_version(tmp_path, demo_trace):
     doc = json.loads(demo_trace.read_text())
     doc["version"] = 99

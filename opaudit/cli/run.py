@@ -66,6 +66,9 @@ def run(
         for p in [*outputs.values(), *([str(stats_path)] if stats_path else [])]:
             check_writable(p)
         if simulate is not None:
+            from opaudit.tracing.script import locate
+
+            locate(args[0], module)  # a script that is not there, said before the first use builds the device
             rehearsal_device()
         try:
             with LiveLine(f"run {args[0]} on {simulate or fallback}" + (" (simulated)" if simulate else ""),
