@@ -5,6 +5,7 @@ pytest registers them all under the one module name."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -51,9 +52,82 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict
     if not fresh and args and args[0] in IN_PROCESS and "--jobs" not in args:
         return _run_cli_here(list(args), cwd=cwd or ROOT, env={"COLUMNS": "200", **(env or {})})
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    if not fresh and not warm_start_differs(list(args), full_env):
+        return _run_cli_warm(list(args), cwd=cwd or ROOT, env=full_env, timeout=timeout)
     proc = subprocess.run([sys.executable, "-m", "opaudit", *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, timeout=timeout, env=full_env)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+# The warm start (tests/subprocess/zygote.py): a process of this worker's that has imported torch forks a child
+# per command, which runs `python -m opaudit ARGS` from there. Used for the commands whose start does not depend on
+# torch being unimported: `run` and `report`, and `scan`/`trace` on a device other than cuda (on cuda they load
+# the C++ stand-in before torch: opaudit.standin), and only when nothing an interpreter or torch reads as it starts
+# differs from the warm process's environment. `fresh=True` (or OPAUDIT_TEST_WARM=0 for the whole suite) runs a
+# fresh interpreter as before.
+WARM_COMMANDS = frozenset({"run", "report"})
+_READ_AT_START = ("PYTHON", "TORCH", "OMP_", "MKL_", "KMP_", "LD_", "CUDA", "PYTORCH", "MALLOC")
+_warm: dict = {}  # "zygote": the warm process, "env": the environment it started with
+
+
+def warm_start_differs(args: list[str], env: dict[str, str]) -> bool:
+    """Whether ``python -m opaudit ARGS`` in ``env`` could start otherwise than a child of the warm process."""
+    if os.environ.get("OPAUDIT_TEST_WARM") == "0" or sys.platform != "linux" or not args:
+        return True
+    command, options = args[0], args[1:args.index("--")] if "--" in args else args[1:]
+    devices = [options[i + 1] for i, a in enumerate(options[:-1]) if a == "--device"] + \
+        [a.split("=", 1)[1] for a in options if a.startswith("--device=")]
+    if command not in WARM_COMMANDS and not (command in ("scan", "trace") and devices and "cuda" not in devices):
+        return True
+    started = _warm["env"] if "env" in _warm else os.environ  # what the warm process started with
+    keys = set(env) | set(started)
+    return any(env.get(k) != started.get(k) for k in keys if k.startswith(_READ_AT_START) and k != "PYTHONPATH")
+
+
+def _warm_process() -> subprocess.Popen:
+    proc = _warm.get("zygote")
+    if proc is None or proc.poll() is not None:
+        _warm["env"] = dict(os.environ)
+        proc = subprocess.Popen([sys.executable, str(SUBPROCESS / "zygote.py")], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True, cwd=ROOT, env=_warm["env"])
+        _warm["zygote"] = proc
+        atexit.register(_end_warm, proc)
+    return proc
+
+
+def _end_warm(proc: subprocess.Popen) -> None:
+    """At the worker's exit: the warm process's stdin closed, which ends it, and waited for."""
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _run_cli_warm(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> tuple[int, str, str]:
+    """run_cli's fresh process, forked from the warm one: exit code, stdout, stderr."""
+    import json
+    import tempfile
+
+    proc = _warm_process()
+    with tempfile.TemporaryDirectory(prefix="opaudit-warm-") as tmp:
+        out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        out.touch()
+        err.touch()
+        request = {"argv": argv, "env": env, "cwd": str(cwd), "stdout": str(out), "stderr": str(err),
+                   "timeout": timeout}
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(request) + "\n")
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline() or '{"lost": true}')
+        stdout = out.read_text(encoding="utf-8", errors="replace")
+        stderr = err.read_text(encoding="utf-8", errors="replace")
+    if answer.get("timeout"):
+        raise subprocess.TimeoutExpired([sys.executable, "-m", "opaudit", *argv], timeout, stdout, stderr)
+    if "returncode" not in answer:
+        raise RuntimeError(f"the warm process (tests/subprocess/zygote.py) ended: {proc.wait()}")
+    return answer["returncode"], stdout, stderr
 
 
 def _run_cli_here(argv: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[int, str, str]:
