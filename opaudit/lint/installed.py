@@ -11,8 +11,10 @@ device queries: ``CHOICES``) inside the function, or inside the class, are its c
 caller's to change where it is the default of a parameter (``device="cuda"``), where the statement holding a
 device string names a parameter whose name says device or backend (``device = device or "cuda"``), or where an
 ``if`` around it tests one; calls into the package's own functions are followed two levels deep, a parameter
-passed on by name or through ``**kwargs`` keeping its control. Each module is read once per process and file
-modification time."""
+passed on by name or through ``**kwargs`` keeping its control. Of a class, only what its objects run without being
+asked by name counts: ``__init__`` and the other special methods, ``forward`` (an ``nn.Module`` called runs it), and
+the methods these call on ``self``; a method the caller calls by name (``model.parallelize()``) is that call's.
+Each module is read once per process and file modification time."""
 
 from __future__ import annotations
 
@@ -272,13 +274,18 @@ class _Module:
         if node is None:
             return []
         func = node if isinstance(node, cst.FunctionDef) else _init(node)
+        ast_node = self.defs.get(name)
+        unasked = _methods_run_unasked(ast_node) if isinstance(ast_node, ast.ClassDef) else None
+        asked = {id(m) for m in (node.body.body if isinstance(node, cst.ClassDef) and
+                                 isinstance(node.body, cst.IndentedBlock) else ())
+                 if isinstance(m, cst.FunctionDef) and unasked is not None and m.name.value not in unasked}
         defaults = {id(x.default): x.name.value for x in _params(func) if x.default is not None}
         steering = {q for q in params if DEVICE_PARAMETER.search(q)}
         tests = _tests(node)
         choices: list[Choice] = []
         for found, code, above, statement, line in self._found():
-            if id(node) not in above and found is not node:
-                continue
+            if id(node) not in above and found is not node or asked & above:
+                continue  # (outside the definition, or in a method its caller would call by name)
             default_of = next((defaults[i] for i in above | {id(found)} if i in defaults), None)
             if default_of is None and _another_methods_default(node, above, func):
                 continue  # the default of another method's parameter: that call's caller chooses it
@@ -305,7 +312,7 @@ class _Module:
         top = self.name.split(".")[0]
         own = f"{self.name}.{getattr(node, 'name', '')}"
         guarded = _guarded_calls(node)
-        for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+        for call in _calls_run(node):
             d = _ast_dotted(call.func)
             if d is None:
                 continue
@@ -343,6 +350,40 @@ class _Module:
                     continue
                 out.append(Choice(ch.path, ch.line, ch.what, ch.code, None, conditional=cond))
         return out
+
+
+# the methods an object runs without its caller naming them, besides the special ones (`__x__`)
+RUN_UNASKED = frozenset({"forward"})  # (torch.nn.Module.__call__ runs forward)
+
+
+def _methods_run_unasked(cls: ast.ClassDef) -> set[str]:
+    """The names of the methods of ``cls`` that its objects run by themselves (module doc): the special methods,
+    RUN_UNASKED, and what these call on ``self``, followed through the class."""
+    methods = {m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    todo = [n for n in methods if n.startswith("__") and n.endswith("__") or n in RUN_UNASKED]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for n in ast.walk(methods[name]):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" and \
+                    n.attr in methods:
+                todo.append(n.attr)
+    return seen
+
+
+def _calls_run(node: ast.AST) -> Iterator[ast.Call]:
+    """The calls in a function, or in what a class's objects run by themselves (class-level statements included)."""
+    if not isinstance(node, ast.ClassDef):
+        yield from (n for n in ast.walk(node) if isinstance(n, ast.Call))
+        return
+    unasked = _methods_run_unasked(node)
+    for stmt in node.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name not in unasked:
+            continue
+        yield from (n for n in ast.walk(stmt) if isinstance(n, ast.Call))
 
 
 def _guarded_calls(node: ast.AST) -> set[int]:

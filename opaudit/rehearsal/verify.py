@@ -23,6 +23,7 @@ the rehearsal's statistics; the losses are compared with the reference's, both r
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -32,6 +33,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -249,11 +251,43 @@ def verify(script: str, argv: list[str] | None, settings: Settings, *, paths: li
             real = os.path.realpath(f.path)
             ran = ran_lines.get(real, set())
             shown = f if in_place else _shown(f, port_root, root)
-            if any(n in ran for n in range(f.line, f.end_line + 1)):
+            if any(n in ran for n in _lines_of_use(real, f)):
                 v.cuda_left.append(shown)
             else:
                 v.not_reached.append(shown)
     return v
+
+
+def _lines_of_use(path: str, f: Finding) -> range | list[int]:
+    """The lines whose run means the finding's code was used: its own, save for a base class in a class statement
+    (``class Balanced(DataParallel):``), which runs at import and uses nothing until an object of the class runs
+    one of its methods: the lines of the class's methods then (its own where it has none)."""
+    own = range(f.line, f.end_line + 1)
+    try:
+        bases = _class_bases(path, os.stat(path).st_mtime_ns)
+    except OSError:
+        return own
+    for line, start, end, used in bases:
+        if line == f.line and start <= f.col - 1 < end:
+            return used or own
+    return own
+
+
+@lru_cache(maxsize=256)
+def _class_bases(path: str, mtime: int) -> list[tuple[int, int, int, list[int]]]:
+    """Each base of each class statement in the file as it is at ``mtime``: (line, first and end column, 0-based,
+    and the lines of the class's methods' statements)."""
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    out = []
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        methods = [m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        used = [s.lineno for m in methods for s in ast.walk(m) if isinstance(s, ast.stmt) and s is not m]
+        out += [(b.lineno, b.col_offset, b.end_col_offset or 0, used) for b in (*cls.bases,
+                                                                                 *(k.value for k in cls.keywords))]
+    return out
 
 
 # -- the copies and the runs ----------------------------------------------------------------------------

@@ -246,3 +246,51 @@ def test_a_type_is_not_a_choice_and_an_optional_path_is_info(tmp_path, monkeypat
     found = findings(script, "ascend")
     assert [(f.line, f.severity) for f in found] == [(2, "info")], found
     assert "fakeengine/__init__.py:11" in found[0].message and "under a condition of its own" in found[0].message
+
+
+def test_a_class_is_what_its_objects_run_by_themselves(tmp_path, monkeypatch):
+    """A class's choices are those its objects make without the caller naming a method: __init__ and the special
+    methods, forward (a module called runs it) and the methods these call on self. A method the caller calls by name
+    (`model.parallelize()`, transformers' GPT-2 before 5.0, in the third held-out set) is that call's, not the
+    class's."""
+    folder = tmp_path / "site" / "fakemodels"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text(textwrap.dedent("""
+        import torch
+
+
+        class LM(torch.nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.model_parallel = False
+                self.head = torch.nn.Linear(width, width)
+
+            def parallelize(self, device_map=None):
+                self.devices = range(torch.cuda.device_count())
+                self.model_parallel = True
+
+            def forward(self, x):
+                if self.model_parallel:
+                    torch.cuda.set_device(0)
+                return self.head(x)
+
+
+        class Placed(torch.nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.head = torch.nn.Linear(width, width)
+                self._place()
+
+            def _place(self):
+                self.head.to("cuda")
+    """).lstrip())
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    script = project / "train.py"
+    script.write_text("from fakemodels import LM, Placed\nlm = LM(8)\nplaced = Placed(8)\n")
+    found = findings(script, "ascend")
+    assert [(f.line, f.severity) for f in found] == [(2, "info"), (3, "error")], found
+    assert "fakemodels/__init__.py:16" in found[0].message and "fakemodels/__init__.py:11" not in found[0].message
+    assert "fakemodels/__init__.py:27" in found[1].message and "no argument of it changes that" in found[1].message

@@ -77,3 +77,35 @@ def test_advice_about_the_target_is_not_cuda_left(tmp_path):
     assert v.ok, "\n".join(v.lines())
     assert {f.code for f in v.fixed.findings} >= {"OA613", "OA101"}  # shown, and not held against the port
     assert not v.cuda_left and not v.not_reached
+
+
+def test_a_subclass_defined_and_never_made_is_not_reached(tmp_path):
+    """A class statement runs at import; a CUDA-only base in it (`class Balanced(DataParallel)`, GPT2-chitchat's
+    data_parallel.py in the third held-out set) is used once an object of the class runs a method: a program that
+    defines it and never makes one passes, with the finding listed as not reached. One that makes one fails."""
+    (tmp_path / "parallel.py").write_text(
+        "import torch\n"
+        "\n"
+        "\n"
+        "class Balanced(torch.nn.DataParallel):\n"
+        "    def forward(self, *inputs):\n"
+        "        return self.module(*inputs)\n")
+    train = (
+        "import sys\n"
+        "import torch\n"
+        "from parallel import Balanced\n"
+        "model = torch.nn.Linear(4, 1).cuda()\n"
+        "net = Balanced(model) if sys.argv[1:] == ['dp'] else model\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for _ in range(2):\n"
+        "    loss = net(torch.randn(8, 4).cuda()).square().mean()\n"
+        "    print(f'loss {loss.item():.6f}')\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n")
+    (tmp_path / "train.py").write_text(train)
+    v = verify(str(tmp_path / "train.py"), [], Settings(target="ascend", unsafe_fixes=True), in_place=False)
+    assert v.ok, "\n".join(v.lines())
+    assert [(f.line, f.code) for f in v.not_reached] == [(4, "OA122")]
+    v = verify(str(tmp_path / "train.py"), ["dp"], Settings(target="ascend", unsafe_fixes=True), in_place=False)
+    assert (4, "OA122") in {(f.line, f.code) for f in v.cuda_left}, "\n".join(v.lines())
