@@ -52,46 +52,63 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict
     if not fresh and args and args[0] in IN_PROCESS and "--jobs" not in args:
         return _run_cli_here(list(args), cwd=cwd or ROOT, env={"COLUMNS": "200", **(env or {})})
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    if not fresh and not warm_start_differs(list(args), full_env):
-        return _run_cli_warm(list(args), cwd=cwd or ROOT, env=full_env, timeout=timeout)
+    kind = None if fresh else warm_kind(list(args), full_env)
+    proc = _warm_process(kind) if kind else None
+    if proc is not None:
+        return _run_cli_warm(proc, list(args), cwd=cwd or ROOT, env=full_env, timeout=timeout)
     proc = subprocess.run([sys.executable, "-m", "opaudit", *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, timeout=timeout, env=full_env)
     return proc.returncode, proc.stdout, proc.stderr
 
 
 # The warm start (tests/subprocess/zygote.py): a process of this worker's that has imported torch forks a child
-# per command, which runs `python -m opaudit ARGS` from there. Used for the commands whose start does not depend on
-# torch being unimported: `run` and `report`, and `scan`/`trace` on a device other than cuda (on cuda they load
-# the C++ stand-in before torch: opaudit.standin), and only when nothing an interpreter or torch reads as it starts
-# differs from the warm process's environment. `fresh=True` (or OPAUDIT_TEST_WARM=0 for the whole suite) runs a
-# fresh interpreter as before.
-WARM_COMMANDS = frozenset({"run", "report"})
-_READ_AT_START = ("PYTHON", "TORCH", "OMP_", "MKL_", "KMP_", "LD_", "CUDA", "PYTORCH", "MALLOC")
-_warm: dict = {}  # "zygote": the warm process, "env": the environment it started with
+# per command, which runs `python -m opaudit ARGS` from there. For the CUDA path of scan and trace, a second one has
+# also loaded the C++ stand-in before torch, as those commands do (opaudit.standin). Only where nothing that an
+# interpreter, torch or the stand-in reads as it starts differs from the warm process's environment; `fresh=True`
+# (or OPAUDIT_TEST_WARM=0 for the whole suite) runs a fresh interpreter as before.
+WARM_COMMANDS = frozenset({"run", "report", "scan", "trace"})
+_READ_AT_START = ("PYTHON", "TORCH", "OMP_", "MKL_", "KMP_", "LD_", "CUDA", "PYTORCH", "MALLOC", "CXX",
+                  "OPAUDIT_CUDA_STAND_IN", "OPAUDIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME")
+_warm: dict = {}  # kind -> the warm process, ("env", kind) -> the environment it started with; None: declined
 
 
-def warm_start_differs(args: list[str], env: dict[str, str]) -> bool:
-    """Whether ``python -m opaudit ARGS`` in ``env`` could start otherwise than a child of the warm process."""
+def warm_kind(args: list[str], env: dict[str, str]) -> str | None:
+    """Which warm process can start ``python -m opaudit ARGS`` in ``env`` as a fresh one would: "torch" (torch
+    imported), "cuda" (the stand-in, then torch) or None (a fresh interpreter)."""
     if os.environ.get("OPAUDIT_TEST_WARM") == "0" or sys.platform != "linux" or not args:
-        return True
+        return None
     command, options = args[0], args[1:args.index("--")] if "--" in args else args[1:]
-    devices = [options[i + 1] for i, a in enumerate(options[:-1]) if a == "--device"] + \
-        [a.split("=", 1)[1] for a in options if a.startswith("--device=")]
-    if command not in WARM_COMMANDS and not (command in ("scan", "trace") and devices and "cuda" not in devices):
-        return True
-    started = _warm["env"] if "env" in _warm else os.environ  # what the warm process started with
+    if command not in WARM_COMMANDS:
+        return None
+    kind = "torch"
+    if command in ("scan", "trace"):
+        devices = [options[i + 1] for i, a in enumerate(options[:-1]) if a == "--device"] + \
+            [a.split("=", 1)[1] for a in options if a.startswith("--device=")]
+        kind = "cuda" if not devices or "cuda" in devices else "torch"
+    started = _warm.get(("env", kind), os.environ)  # what the warm process started with
     keys = set(env) | set(started)
-    return any(env.get(k) != started.get(k) for k in keys if k.startswith(_READ_AT_START) and k != "PYTHONPATH")
+    if any(env.get(k) != started.get(k) for k in keys if k.startswith(_READ_AT_START) and k != "PYTHONPATH"):
+        return None
+    return kind if _warm.get(kind, True) is not None else None
 
 
-def _warm_process() -> subprocess.Popen:
-    proc = _warm.get("zygote")
-    if proc is None or proc.poll() is not None:
-        _warm["env"] = dict(os.environ)
-        proc = subprocess.Popen([sys.executable, str(SUBPROCESS / "zygote.py")], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True, cwd=ROOT, env=_warm["env"])
-        _warm["zygote"] = proc
-        atexit.register(_end_warm, proc)
+def _warm_process(kind: str) -> subprocess.Popen | None:
+    """The warm process of ``kind``, started on first use; None where it declined (the stand-in cannot load)."""
+    import json
+
+    proc = _warm.get(kind, False)
+    if proc is None or proc and proc.poll() is None:
+        return proc
+    _warm[("env", kind)] = dict(os.environ)
+    proc = subprocess.Popen([sys.executable, str(SUBPROCESS / "zygote.py"), *(["--cuda"] if kind == "cuda" else [])],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=os.environ.copy())
+    assert proc.stdout is not None
+    if "ready" not in json.loads(proc.stdout.readline() or "{}"):
+        proc.wait()
+        _warm[kind] = None
+        return None
+    _warm[kind] = proc
+    atexit.register(_end_warm, proc)
     return proc
 
 
@@ -105,12 +122,12 @@ def _end_warm(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def _run_cli_warm(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> tuple[int, str, str]:
+def _run_cli_warm(proc: subprocess.Popen, argv: list[str], *, cwd: Path, env: dict[str, str],
+                  timeout: float) -> tuple[int, str, str]:
     """run_cli's fresh process, forked from the warm one: exit code, stdout, stderr."""
     import json
     import tempfile
 
-    proc = _warm_process()
     with tempfile.TemporaryDirectory(prefix="opaudit-warm-") as tmp:
         out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
         out.touch()

@@ -12,8 +12,9 @@ import subprocess
 import sys
 import time
 
+import helpers
 import pytest
-from helpers import FIXTURES, run_cli, warm_start_differs
+from helpers import FIXTURES, run_cli, warm_kind
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the warm start forks (Linux)")
 
@@ -27,8 +28,9 @@ def test_a_rehearsal_sees_the_same_process_warm_and_fresh(tmp_path) -> None:
     (stubs / "probe_stub.py").write_text("WHERE = __file__\n")
     env = {"OPAUDIT_PROBE": "given", "PYTHONPATH": str(stubs)}
     args = ("run", "--simulate", "ascend", "--", "probe.py", "5")
-    assert not warm_start_differs(list(args), {**os.environ, **env})
+    assert warm_kind(list(args), {**os.environ, **env}) == "torch"
     warm = run_cli(*args, cwd=tmp_path, env=env)
+    assert helpers._warm["torch"] is not None
     fresh = run_cli(*args, cwd=tmp_path, env=env, fresh=True)
     # (the script's exit status 5 is the rehearsal's "the script failed", 3)
     assert warm[0] == fresh[0] == 3 and "exited with status 5" in warm[2], (warm[2][-1500:], fresh[2][-1500:])
@@ -50,14 +52,30 @@ def test_a_timeout_ends_the_warm_child_as_subprocess_does(tmp_path) -> None:
     assert rc == 0 and "trace" in out.lower()
 
 
+def test_the_cuda_path_starts_warm_with_the_stand_in_in_place(tmp_path) -> None:
+    """scan and trace on cuda load the C++ stand-in before torch: the warm process for them did so, and a trace
+    started from it records what a fresh one records, on the stand-in."""
+    args = ("trace", "--json", "t.json", "--", str(FIXTURES / "scripts" / "cuda_idioms.py"))
+    assert warm_kind(list(args), dict(os.environ)) == "cuda"
+    runs = []
+    for fresh in (False, True):
+        code, out, err = run_cli(*args, cwd=tmp_path, fresh=fresh)
+        assert code == 0, err[-2000:]
+        trace = json.loads((tmp_path / "t.json").read_text())
+        records = [(r["op"], r["phase"], r["dtypes"], r["source"], r["calls"]) for r in trace["records"]]
+        runs.append((out, records, trace["meta"]["simulated"]))
+    assert runs[0] == runs[1] and runs[0][2]["engine"] == "stand-in", runs[0][2]
+    assert helpers._warm["cuda"] is not None  # (the first run was the warm process's: it did not decline)
+
+
 def test_what_a_start_reads_sends_a_call_to_a_fresh_process() -> None:
     env = dict(os.environ)
-    assert not warm_start_differs(["scan", "m.py", "--device", "cpu"], env)
-    assert not warm_start_differs(["trace", "--device=cpu", "--", "t.py", "--device", "cuda"], env)
-    assert warm_start_differs(["scan", "m.py"], env)  # cuda: the stand-in loads before torch
-    assert warm_start_differs(["trace", "--device", "cuda", "--", "t.py"], env)
-    assert warm_start_differs(["lint", "x.py"], env)
+    assert warm_kind(["scan", "m.py", "--device", "cpu"], env) == "torch"
+    assert warm_kind(["trace", "--device=cpu", "--", "t.py", "--device", "cuda"], env) == "torch"
+    assert warm_kind(["scan", "m.py"], env) == "cuda"  # the stand-in loads before torch
+    assert warm_kind(["trace", "--device", "cuda", "--", "t.py"], env) == "cuda"
+    assert warm_kind(["lint", "x.py"], env) is None and warm_kind(["zoo", "hf:bert"], env) is None
     rehearse = ["run", "--simulate", "ascend", "--", "t.py"]
-    assert not warm_start_differs(rehearse, {**env, "OPAUDIT_PROBE": "x", "PYTHONPATH": "/elsewhere"})
-    assert warm_start_differs(rehearse, {**env, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
-    assert warm_start_differs(rehearse, {**env, "PYTHONHASHSEED": "3"})
+    assert warm_kind(rehearse, {**env, "OPAUDIT_PROBE": "x", "PYTHONPATH": "/elsewhere"}) == "torch"
+    for read in ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTHONHASHSEED", "OPAUDIT_CUDA_STAND_IN", "CXX"):
+        assert warm_kind(rehearse, {**env, read: "3"}) is None, read

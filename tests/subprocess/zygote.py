@@ -1,5 +1,7 @@
 """The test helpers' warm start for ``python -m opaudit`` (tests/helpers.py, run_cli): a process that has imported
-torch and nothing of opaudit's, and forks a child for each command it is sent.
+torch and nothing of opaudit's, and forks a child for each command it is sent. With ``--cuda``, for the CUDA path of
+scan and trace, it has first loaded opaudit's C++ stand-in for CUDA (opaudit.standin.prepare), as those commands
+do before they import torch, and says so; a child's own prepare() then finds it in place.
 
 A fresh interpreter spends about 1.3 s of CPU importing torch, most of a short command's time; the suite runs
 commands in a fresh process some 200 times. A child of this process starts where a fresh process would be once
@@ -7,10 +9,11 @@ commands in a fresh process some 200 times. A child of this process starts where
 working folder and streams: ``opaudit`` imported from nothing, the command's exit code (or the signal that ended it)
 that of the process, atexit handlers and buffers finished by a normal interpreter exit.
 
-Protocol, one JSON object per line. In, on stdin: ``{"argv": [...], "env": {...}, "cwd": "...", "stdout": path,
+Protocol, one JSON object per line. First, out: ``{"ready": true}`` (or ``{"declined": why}`` where the stand-in
+cannot be loaded: the process ends). In, on stdin: ``{"argv": [...], "env": {...}, "cwd": "...", "stdout": path,
 "stderr": path, "timeout": seconds}``. Out, on stdout: ``{"returncode": n}`` or ``{"timeout": true}`` (the child
 killed, as subprocess.run's timeout does). helpers.run_cli sends only the calls whose start a warm process does not
-change (helpers.warm_start_differs).
+change (helpers.warm_kind).
 """
 
 from __future__ import annotations
@@ -21,7 +24,16 @@ import select
 import signal
 import sys
 
-import torch  # noqa: F401 - the point of this process
+if sys.argv[1:] == ["--cuda"]:  # the CUDA path of scan and trace: the C++ stand-in loaded before torch, as they do
+    from opaudit import standin
+
+    _why = standin.prepare()
+    if _why is not None:
+        print(json.dumps({"declined": _why}), flush=True)
+        sys.exit(0)
+import torch  # noqa: E402, F401 - the point of this process
+
+print(json.dumps({"ready": True}), flush=True)
 
 # what the children start from: this interpreter's path without this file's folder and the PYTHONPATH it was given
 # (a child puts its own call's in front, as a fresh `python -m` does)
