@@ -16,6 +16,7 @@ was. ``OPAUDIT_FALLBACK=ascend`` lets an unmodified script opt in (opaudit.fallb
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -56,17 +57,32 @@ def live_key(device_type: str) -> str | None:
 
 
 def resolve_target(target: str) -> tuple[str, str, str | None]:
-    """(name shown, device type, module that registers it) of a target name or a device type."""
+    """(name shown, device type, module that registers it) of a target name or a device type. A vendor named
+    without a release is the release this process runs (Database.installed): the installed plugin's version, else
+    the newest built for this torch's line (torch_npu 2.1.0.postN beside torch 2.1, not the newest release)."""
     from opaudit.matrix import load_database
 
     db = load_database()
     try:
-        release = db.release(db.find(target))
+        entry = db.find(target)
+        if "@" not in target:
+            entry = db.installed(entry.vendor, _plugin_version(db.release(entry).import_name), torch.__version__)
+        release = db.release(entry)
     except InputError:
         if live_key(target) is not None:
             return target, target, None
         raise
     return release.key, release.device_type, release.import_name
+
+
+def _plugin_version(module: str | None) -> str | None:
+    """The installed version of the distribution of a vendor's plugin module (torch_npu), or None."""
+    if not module:
+        return None
+    try:
+        return importlib.metadata.version(module)
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
 
 
 def missing_ops(key: str) -> list[str]:

@@ -71,6 +71,21 @@ class Database:
         published = [e for e in rels if not e.prerelease]
         return (published or rels)[-1]
 
+    def installed(self, vendor: str, plugin_version: str | None, torch_version: str) -> Entry:
+        """The release of ``vendor`` that a process with its plugin runs: the release the installed plugin's version
+        names, else the newest published one built for the running torch's X.Y line, else the newest."""
+        rels = self.by_vendor[vendor]
+        if plugin_version:
+            named = [e for e in rels if e.name == plugin_version or plugin_version in e.aliases]
+            if named:
+                return named[-1]
+        try:
+            line = [e for e in rels if minor(e.torch) == minor(torch_version)]
+        except ValueError:
+            line = []
+        published = [e for e in line if not e.prerelease]
+        return (published or line or [self.newest(vendor)])[-1]
+
     def find(self, target: str) -> Entry:
         """The release ``target`` names; a clear error listing close matches when none does."""
         vendor, _, name = target.strip().partition("@")

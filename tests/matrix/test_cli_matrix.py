@@ -129,3 +129,22 @@ def test_doctor_names_the_installed_torch_and_the_device_variables():
     assert rc == 0, err
     assert f"torch {torch.__version__}" in out
     assert "ASCEND_RT_VISIBLE_DEVICES=0,1" in out
+
+
+def test_the_installed_release_of_a_vendor_follows_the_plugin_then_the_torch_line():
+    """What `run --fallback ascend` names in a process with the plugin: the installed plugin's own release, else the
+    newest published release built for the running torch's line (torch_npu 2.1.0.postN beside torch 2.1), else
+    the newest; and the fallback's target resolution uses it."""
+    from opaudit.fallback.live import resolve_target
+
+    db = load_database()
+    assert db.installed("ascend", "2.1.0.post10", "2.1.2").key == "ascend@2.1.0.post10"
+    on_21 = db.installed("ascend", None, "2.1.2")
+    assert on_21.torch == "2.1.0" and not on_21.prerelease
+    assert on_21.key == [e for e in db.by_vendor["ascend"] if e.torch == "2.1.0" and not e.prerelease][-1].key
+    assert db.installed("ascend", None, "1.9.0").key == db.newest("ascend").key  # no release for that line
+    assert db.installed("musa", None, "2.5.1").torch == "2.5.0"
+    line = torch.__version__.split("+")[0].rsplit(".", 1)[0]
+    shown = resolve_target("ascend")[0]
+    assert db.find(shown).torch.startswith(line + ".") or db.find(shown).key == db.newest("ascend").key
+    assert resolve_target("ascend@2.4.0")[0] == "ascend@2.4.0"  # a release named is that release
