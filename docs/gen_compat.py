@@ -53,6 +53,8 @@ def other_pythons(checked: list[dict]) -> list[dict]:
 def render() -> str:
     db = load_database()
     checked = runs()
+    # (a run of an older, smaller subset: said only while one is left)
+    older = len({len(r["checks"]) for r in checked}) > 1
     by_line: dict[tuple[int, ...], list[dict]] = defaultdict(list)
     for r in checked:
         if not r.get("interpreter"):  # (CI's Python: the other Pythons are in their own table)
@@ -70,8 +72,8 @@ def render() -> str:
         "against the strict rehearsal of a script on two targets) under a venv's torch and compares each exit code "
         "with what is promised below; `.ci/run` runs it under PyPI's torch 2.1.2 and 2.5.1 (with `numpy<2` and "
         "`pandas<3` for 2.1, built against NumPy 1, and transformers 4.55.4, the newest release that supports torch "
-        "2.1). Runs of an older set of checks list fewer. Below torch 2.4 the simulated devices use what that torch "
-        "has, as the vendors' plugins for it did (opaudit/torchcompat.py).",
+        "2.1)." + (" Runs of an older set of checks list fewer." if older else "") + " Below torch 2.4 the "
+        "simulated devices use what that torch has, as the vendors' plugins for it did (opaudit/torchcompat.py).",
         "",
         "| torch | what opaudit does there |",
         "|---|---|",
