@@ -162,15 +162,19 @@ def _hub_checkpoint(cwd: Path, spec: dict[str, Any]) -> None:
     """``dir``/``file``: the state dict of torchvision's ``arch`` with its random initialisation, under the name of
     the pretrained checkpoint a program fetches through torch.hub's load_state_dict_from_url (no hash check), so
     the "download" finds it in $TORCH_HOME/hub/checkpoints (``dir``, an absolute path, the program's env naming
-    TORCH_HOME). Written to a temporary name and renamed, as two runs may write it at once."""
+    TORCH_HOME). Written to a temporary file of its own and renamed, as two runs may write it at once (threads of
+    one process, too)."""
+    import tempfile
+
     import torch
     import torchvision
 
     d = Path(spec["dir"])
     d.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
-    tmp = d / f".{spec['file']}.{os.getpid()}"
-    torch.save(getattr(torchvision.models, spec["arch"])().state_dict(), tmp)
+    fd, tmp = tempfile.mkstemp(prefix=f".{spec['file']}.", dir=d)
+    with os.fdopen(fd, "wb") as f:
+        torch.save(getattr(torchvision.models, spec["arch"])().state_dict(), f)
     os.replace(tmp, d / spec["file"])
 
 
