@@ -46,7 +46,7 @@ def test_a_rehearsal_sees_the_same_process_warm_and_fresh(tmp_path) -> None:
 def test_a_timeout_ends_the_warm_child_as_subprocess_does(tmp_path) -> None:
     start = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired):
-        run_cli("run", "--simulate", "ascend", "--", str(FIXTURES / "scripts" / "forever.py"), cwd=tmp_path, timeout=5)
+        run_cli("run", "--simulate", "ascend", "--", str(FIXTURES / "scripts" / "forever.py"), cwd=tmp_path, timeout=2)
     assert time.monotonic() - start < 30
     rc, out, _ = run_cli("report", "--help")  # the warm process serves the next call
     assert rc == 0 and "trace" in out.lower()
