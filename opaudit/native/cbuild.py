@@ -81,7 +81,8 @@ class Part:
 
 INCLUDE = Path(__file__).resolve().parent  # the parts' sources and the headers they share
 # what the two devices over host memory share
-_DEVICES = (INCLUDE / "host_device.h", INCLUDE / "dtype_bridge.h", INCLUDE / "host_alias.h", INCLUDE / "torch_compat.h")
+_DEVICES = (INCLUDE / "host_device.h", INCLUDE / "host_sparse.h", INCLUDE / "dtype_bridge.h", INCLUDE / "host_alias.h",
+            INCLUDE / "torch_compat.h")
 STAND_IN = Part("opaudit_cuda_stand_in", INCLUDE / "cuda.cpp", "cuda-stand-in", "OPAUDIT_CUDA_STAND_IN_BUILD",
                 "opaudit's CUDA stand-in", 20, _DEVICES)
 TRACER = Part("opaudit_tracer", INCLUDE / "recorder.cpp", "tracer", "OPAUDIT_TRACER_BUILD",

@@ -14,13 +14,16 @@
 //   one boxed fallback for every other op that runs the op's CPU kernel on CPU aliases of the device
 //   memory (the scheme of tests/fixtures/plugins/testdev's enable_native). convolution and
 //   convolution_backward get it directly: their composite kernels would pick CUDA backends (cuDNN,
-//   else the unfold-based thnn kernels) where the CPU takes oneDNN.
+//   else the unfold-based thnn kernels) where the CPU takes oneDNN;
+// - sparse COO tensors on SparseCUDA, run the same way by SparseCPU's kernels (host_sparse.h, shared with the
+//   rehearsal's device).
 // No cuDNN, no CUDA generator (RNG ops run on the CPU generator), no CUDA DispatchStubs (a composite
 // that calls one with a CUDA device fails: copy_ is registered here for that reason).
 #include "torch_compat.h"
 
 #include "dtype_bridge.h"
 #include "host_device.h"
+#include "host_sparse.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
@@ -58,6 +61,7 @@ void count_bytes(int64_t n) {
 struct Cuda {
   static constexpr c10::DeviceType type = kDev;
   static constexpr c10::DispatchKey key = c10::DispatchKey::CUDA;
+  static constexpr c10::DispatchKey sparse_key = c10::DispatchKey::SparseCUDA;
   static constexpr const char* name = "cuda_stand_in";
   static at::Allocator* allocator();
   static c10::DeviceIndex current() { return cur_dev; }
@@ -142,14 +146,38 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   return at::native::_local_scalar_dense_cpu(Host::as_cpu(self));
 }
 
+using Sparse = opaudit_host::HostSparse<Cuda>;
+
 void boxed(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   ++fallback_calls;
+  if (Sparse::wanted(op.schema(), *stack)) {  // a sparse CUDA tensor (host_sparse.h)
+    Sparse::run(op, stack);
+    return;
+  }
   auto call = Host::host_arguments(op, stack);
   opaudit_bridge::run_cpu(op, stack, c10::DispatchKeySet(c10::DispatchKey::CPU));
+  Sparse::results(op.schema(), stack, call);  // (a dense op's sparse result: embedding's sparse gradient)
   Host::device_results(op, stack, call);
 }
 
 TORCH_LIBRARY_IMPL(_, CUDA, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&boxed>()); }
+
+// Sparse COO tensors on CUDA (SparseCUDA, which only a CUDA build registers): every op reaches the boxed fallback;
+// the ops that make a sparse tensor, give its parts or change them in place run SparseCPU's kernel on the CUDA
+// tensor itself (those kernels work on any device's SparseTensorImpl).
+void sparse_structural(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::SparseCPU), stack);
+}
+
+TORCH_LIBRARY_IMPL(_, SparseCUDA, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&boxed>()); }
+
+TORCH_LIBRARY_IMPL(aten, SparseCUDA, m) {
+  for (const char* name : {"empty.memory_format", "_sparse_coo_tensor_with_dims", "_sparse_coo_tensor_with_dims_and_tensors",
+                           "sparse_resize_", "sparse_resize_and_clear_", "sparse_dim", "dense_dim", "_dimI", "_dimV",
+                           "_nnz", "is_coalesced", "_coalesced_", "_indices", "_values", "indices", "values",
+                           "copy_", "copy_sparse_to_sparse_", "resize_as_sparse_", "zero_"})
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&sparse_structural>());
+}
 
 TORCH_LIBRARY_IMPL(aten, CUDA, m) {
   m.impl("empty.memory_format", Host::empty_memory_format);

@@ -15,17 +15,16 @@
 //   PYTHON hands each call to the rehearsal's handler (fallbacks, CPU round trips, detours, errors).
 //   A NATIVE call that mixes a host tensor of at least one dimension with device tensors goes to the
 //   handler too, which raises the device's error on the user's line.
-// Sparse COO tensors of the device (SparsePrivateUse1) take the same way (run_sparse), and an op of any namespace
+// Sparse COO tensors of the device (SparsePrivateUse1) take the same way (host_sparse.h), and an op of any namespace
 // without an autograd kernel reaches it through the autograd key as on the CPU.
 // set_policy() forgets the plans (a new rehearsal, another target).
 #include "torch_compat.h"
 
 #include "dtype_bridge.h"
 #include "host_device.h"
+#include "host_sparse.h"
 
 #include <ATen/EmptyTensor.h>
-#include <ATen/SparseTensorImpl.h>
-#include <ATen/native/SparseTensorUtils.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_local_scalar_dense_native.h>
@@ -88,6 +87,7 @@ void check_index(int i) {
 struct Rehearsal {
   static constexpr c10::DeviceType type = kDev;
   static constexpr c10::DispatchKey key = c10::DispatchKey::PrivateUse1;
+  static constexpr c10::DispatchKey sparse_key = c10::DispatchKey::SparsePrivateUse1;
   static constexpr const char* name = "the simulated device";
   static at::Allocator* allocator();
   static c10::DeviceIndex current() { return cur_dev; }
@@ -248,104 +248,12 @@ std::pair<bool, bool> placement(const c10::FunctionSchema& schema, const torch::
 }
 
 // ---------------------------------------------------------------- sparse COO
-// A sparse COO tensor of the device is torch's SparseTensorImpl on the SparsePrivateUse1 key whose indices and values
-// are device tensors, as a plugin's are. An op reaches the sparse key's kernels below; one that the target runs
-// natively runs as a dense op does: its CPU kernel (SparseCPU's) over a CPU sparse tensor whose indices and values
-// alias the device memory, each sparse result made a device one over its indices and values on the device.
-bool is_device_sparse(const at::Tensor& t) {
-  return t.defined() && t.layout() == at::kSparse && t.device().type() == kDev;
-}
-
-// `impl` made a sparse tensor of t's shape over `indices` and `values` (not copied).
-void set_sparse(at::SparseTensorImpl* impl, const at::Tensor& t, const at::Tensor& indices, const at::Tensor& values) {
-  impl->raw_resize_(t.sparse_dim(), t.dense_dim(), t.sizes());
-  impl->set_indices_and_values_unsafe(indices, values);
-  impl->set_coalesced(t.is_coalesced());
-}
-
-// A sparse tensor on `key` (SparseCPU, SparsePrivateUse1) with t's shape over `indices` and `values` (not copied).
-at::Tensor sparse_over(c10::DispatchKey key, const at::Tensor& t, const at::Tensor& indices, const at::Tensor& values) {
-  auto out = at::detail::make_tensor<at::SparseTensorImpl>(c10::DispatchKeySet(key), t.dtype());
-  set_sparse(at::sparse::get_sparse_impl(out), t, indices, values);
-  return out;
-}
-
-// A device sparse tensor as a CPU one over its memory; its indices and values join `parts` (so that a result that
-// is one of them, or a view of one, becomes the device's again).
-at::Tensor sparse_host(const at::Tensor& t, std::vector<opaudit_host::Arg>& parts) {
-  auto* impl = at::sparse::get_sparse_impl(t);
-  auto i = Host::as_cpu(impl->indices()), v = Host::as_cpu(impl->values());
-  parts.push_back({impl->indices(), i, i.storage().data()});
-  parts.push_back({impl->values(), v, v.storage().data()});
-  return sparse_over(c10::DispatchKey::SparseCPU, t, i, v);
-}
-
-// A CPU sparse result on the device (its indices and values as Host::to_device makes a dense result).
-at::Tensor sparse_device(const at::Tensor& t, const std::vector<opaudit_host::Arg>& parts, c10::Device device) {
-  c10::DeviceGuard g(device);
-  auto* impl = at::sparse::get_sparse_impl(t);
-  return sparse_over(c10::DispatchKey::SparsePrivateUse1, t, Host::to_device(impl->indices(), parts, device),
-                     Host::to_device(impl->values(), parts, device));
-}
-
-// An op with a device sparse argument, run by its CPU kernel (the sparse redirect above).
-void run_sparse(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& schema = op.schema();
-  const size_t nargs = schema.arguments().size(), base = stack->size() - nargs;
-  std::vector<opaudit_host::Arg> parts;
-  struct Sparse { at::Tensor dev, cpu; bool written; };
-  std::vector<Sparse> sparse;
-  for (size_t i = 0; i < nargs; ++i) {
-    auto& v = (*stack)[base + i];
-    if (!v.isTensor() || !is_device_sparse(v.toTensor())) continue;
-    const auto* ai = schema.arguments()[i].alias_info();
-    at::Tensor t = v.toTensor();
-    auto cpu = sparse_host(t, parts);
-    sparse.push_back({t, cpu, ai && ai->isWrite()});
-    v = cpu;
-  }
-  auto call = Host::host_arguments(op, stack);  // the dense device arguments
-  if (!sparse.empty()) call.device = sparse.front().dev.device();
-  opaudit_bridge::run_cpu(op, stack, c10::DispatchKeySet(c10::DispatchKey::SparseCPU));
-  for (const auto& a : parts) call.args.push_back(a);
-  c10::DeviceGuard g(call.device);
-  for (const auto& s : sparse) {  // what an in-place op did to a sparse argument, done to the device's
-    if (!s.written) continue;
-    auto* cpu = at::sparse::get_sparse_impl(s.cpu);
-    set_sparse(at::sparse::get_sparse_impl(s.dev), s.cpu, Host::to_device(cpu->indices(), call.args, call.device),
-               Host::to_device(cpu->values(), call.args, call.device));
-  }
-  if (call.to_host) return;
-  const size_t nrets = schema.returns().size();
-  for (size_t r = 0; r < nrets; ++r) {
-    auto& v = (*stack)[stack->size() - nrets + r];
-    if (!v.isTensor()) continue;
-    const at::Tensor t = v.toTensor();
-    if (!t.defined() || t.layout() != at::kSparse || !t.is_cpu()) continue;
-    at::Tensor out;
-    for (const auto& s : sparse)
-      if (t.unsafeGetTensorImpl() == s.cpu.unsafeGetTensorImpl()) out = s.dev;
-    v = out.defined() ? out : sparse_device(t, call.args, call.device);
-  }
-  Host::device_results(op, stack, call);
-}
-
-// (a device sparse argument, or a sparse layout asked for: a sparse factory of the device)
-bool has_device_sparse(const c10::FunctionSchema& schema, const torch::jit::Stack& stack) {
-  const size_t nargs = schema.arguments().size(), base = stack.size() - nargs;
-  for (size_t i = 0; i < nargs; ++i) {
-    const auto& v = stack[base + i];
-    if (v.isTensor() && is_device_sparse(v.toTensor())) return true;
-    if (v.isInt() && schema.arguments()[i].name() == "layout" &&
-        static_cast<at::Layout>(v.toInt()) == at::kSparse)
-      return true;
-  }
-  return false;
-}
+// Sparse COO tensors of the device (SparsePrivateUse1): host_sparse.h, shared with the CUDA stand-in.
+using Sparse = opaudit_host::HostSparse<Rehearsal>;
 
 void run_native(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stack* stack) {
-  if (has_device_sparse(op.schema(), *stack)) {
-    run_sparse(op, stack);
+  if (Sparse::wanted(op.schema(), *stack)) {
+    Sparse::run(op, stack);
     return;
   }
   auto call = Host::host_arguments(op, stack);
@@ -355,6 +263,7 @@ void run_native(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Sta
   } else {
     opaudit_bridge::run_cpu(op, stack, c10::DispatchKeySet(c10::DispatchKey::CPU));
   }
+  Sparse::results(op.schema(), stack, call, {}, plan.host_results);  // (a dense op's sparse result: a sparse grad)
   Host::device_results(op, stack, call, plan.host_results);
 }
 
@@ -569,7 +478,7 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&dispatch>());
 }
 
-// Sparse COO tensors of the device (run_sparse above): every op of the sparse key reaches `dispatch`, planned and
+// Sparse COO tensors of the device (host_sparse.h): every op of the sparse key reaches `dispatch`, planned and
 // counted as a dense op is; the ops that make a sparse tensor, give its parts or change them in place run SparseCPU's
 // kernel on the device tensor itself (those kernels work on any device's SparseTensorImpl: `_values()` is the
 // device's values, not a copy), planned and counted the same way.
@@ -686,12 +595,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("run", &run_from_python, py::arg("op"), py::arg("host_results"), py::arg("args"), py::arg("kwargs"));
   m.def("host_alias", [](const at::Tensor& t) {
     std::vector<opaudit_host::Arg> parts;
-    return is_device_sparse(t) ? sparse_host(t, parts) : Host::as_cpu(t);
+    return Sparse::is_device_sparse(t) ? Sparse::host(t, parts) : Host::as_cpu(t);
   }, "A CPU tensor over a device tensor's memory (same sizes, strides and offset; a sparse one over its parts').");
   m.def("to_device", [](const at::Tensor& t, int index) {
     check_index(index);
     const c10::Device device(kDev, static_cast<c10::DeviceIndex>(index));
-    return t.layout() == at::kSparse && t.is_cpu() ? sparse_device(t, {}, device) : Host::to_device(t, {}, device);
+    return t.layout() == at::kSparse && t.is_cpu() ? Sparse::device(t, {}, device) : Host::to_device(t, {}, device);
   }, "A copy of a CPU tensor on device `index` (a device tensor as it is).");
   m.def("memory", [](int i) {
     TORCH_CHECK(i >= 0 && i < kMaxDevices, "invalid device ordinal ", i);

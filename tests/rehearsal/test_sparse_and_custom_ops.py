@@ -7,8 +7,10 @@ it (Matrix.resolve: a custom op by where it has kernels), so a strict rehearsal 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
-from helpers import run_cli
+from helpers import ROOT, run_cli
 
 from opaudit.matrix import load_matrix
 
@@ -81,3 +83,18 @@ def test_an_op_of_another_namespace_runs_through_the_devices_autograd_key_as_its
     assert o["status"] == "missing" and o["path"] == "cpu", o  # none there: opaudit's fallback runs it
     rc, _, err, _ = _run(tmp_path, "custom", CUSTOM, "musa", "--strict")
     assert rc != 0 and "Could not run 'opaudit_demo::twice'" in err, err[-2000:]
+
+
+def test_a_dense_ops_sparse_gradient_trains_as_on_the_cpu(tmp_path):
+    """EmbeddingBag(sparse=True) (DLRM's tables, in the fourth held-out set of fix --verify): its backward, a dense
+    op, gives a sparse COO gradient that must become the device's (host_sparse.h; it stopped the rehearsal with
+    "Cannot access storage of SparseTensorImpl"), and SGD adds it into the table: the losses are the CPU's."""
+    script = ROOT / "tests" / "fixtures" / "scripts" / "sparse_embedding.py"
+    cpu = subprocess.run([sys.executable, str(script), "cpu"], capture_output=True, text=True, timeout=120)
+    assert cpu.returncode == 0, cpu.stderr[-2000:]
+    losses = [line for line in cpu.stdout.splitlines() if line.startswith("step ")]
+    assert len(losses) == 3
+    for target in ("ascend", "musa"):
+        rc, out, err = run_cli("run", "--simulate", target, "--", str(script), cwd=tmp_path)
+        assert rc == 0, err[-2000:]
+        assert [line for line in out.splitlines() if line.startswith("step ")] == losses, (target, out)

@@ -24,6 +24,8 @@ SCRIPTS = {
     "ddp-one-rank": (ROOT / "tests" / "fixtures" / "scripts" / "ddp_one_rank.py", []),
     # an LSTM: PyTorch sends CUDA tensors to the fused cell, which has no CPU kernel (it reads ./input.txt)
     "lstm": (ROOT / "tests" / "fixtures" / "rehearsal_corpus" / "owner__tiny" / "train.py", ["--device", "cuda"]),
+    # sparse embeddings: a dense op's sparse gradient on the device, and SparseCUDA's ops (host_sparse.h)
+    "sparse-embedding": (ROOT / "tests" / "fixtures" / "scripts" / "sparse_embedding.py", []),
 }
 
 
