@@ -145,7 +145,6 @@ def _graph_txt(cwd: Path, spec: dict[str, Any]) -> None:
 def _census_csv(cwd: Path, spec: dict[str, Any]) -> None:
     """``path``: a CSV of ``rows`` census-like rows (age, income, workclass, sex, hours): two discrete columns and
     three continuous ones, for tabular generators such as CTGAN."""
-    import numpy as np
 
     rng = _rng(spec)
     n = int(spec.get("rows", 200))
