@@ -3,7 +3,8 @@
 On a machine with a vendor plugin installed (``import torch_npu``), the dispatcher knows exactly what
 the plugin registered; the static data of coverage_db/ is checked against this. The probe reads:
 
-- ``native``: ops with a kernel registered directly on the device's dispatch key;
+- ``native``: ops with a kernel registered directly on the device's dispatch key, or on its sparse key (SparseCPU,
+  SparsePrivateUse1: the sparse COO ops);
 - ``autograd``: ops with a kernel on its autograd key (the plugin's own backward);
 - the CPU fallback: whether a boxed backend fallback is registered on the key;
 - the op table of the installed torch (the native_functions.yaml that torchgen ships in the wheel),
@@ -63,7 +64,11 @@ def probe(device_type: str, *, imports: tuple[str, ...] = ()) -> Release:
         except ImportError as e:
             raise InputError(f"cannot import {name}: {e}") from None
     key = dispatch_key(device_type)
-    registrations = torch._C._dispatch_get_registrations_for_dispatch_key(key)
+    registrations = list(torch._C._dispatch_get_registrations_for_dispatch_key(key))
+    try:  # a sparse COO op (_indices, _coalesce) runs on the device's sparse key, as coverage_db's core targets read it
+        registrations += torch._C._dispatch_get_registrations_for_dispatch_key("Sparse" + key)
+    except RuntimeError:
+        pass  # (a key without a sparse twin: Meta's is SparseMeta, XLA has none)
     ops: dict[str, set[str]] = {"native": set(), "custom": set()}
     for r in registrations:
         (ops["native"] if r.startswith("aten::") else ops["custom"]).add(_strip(r))

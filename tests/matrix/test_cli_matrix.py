@@ -7,7 +7,7 @@ import re
 import torch
 from helpers import run_cli
 
-from opaudit.matrix import load_database
+from opaudit.matrix import load_database, load_matrix
 from opaudit.matrix.coverage import diff
 
 
@@ -148,3 +148,17 @@ def test_the_installed_release_of_a_vendor_follows_the_plugin_then_the_torch_lin
     shown = resolve_target("ascend")[0]
     assert db.find(shown).torch.startswith(line + ".") or db.find(shown).key == db.newest("ascend").key
     assert resolve_target("ascend@2.4.0")[0] == "ascend@2.4.0"  # a release named is that release
+
+
+def test_sparse_coo_ops_run_on_the_core_targets_sparse_keys():
+    """_indices, _values, _coalesce and the sparse constructors have kernels on SparseCUDA / SparseMPS / SparseCPU
+    only (native_functions.yaml): the core targets run them, so the trace of a sparse embedding's backward is not
+    "missing" on CUDA itself; a plugin whose data lists no sparse kernel still lacks them."""
+    sparse = ["_indices", "_values", "_coalesce", "_sparse_coo_tensor_with_dims_and_tensors"]
+    line = ".".join(torch.__version__.split(".")[:2])
+    for target in (f"cuda@{line}", f"cpu@{line}", f"mps@{line}"):
+        m = load_matrix(target)
+        assert {op: m.resolve(op).status for op in sparse} == dict.fromkeys(sparse, "native"), target
+    assert load_matrix("cuda@2.1.0").resolve("_indices").status == "native"
+    ascend = load_matrix("ascend")
+    assert ascend.resolve("_indices").status == "missing"

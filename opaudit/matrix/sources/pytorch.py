@@ -62,8 +62,10 @@ def releases(ctx: Context) -> list[Release]:
                 package=ident.package, import_name=ident.import_name,
                 aliases=[f"{minor(version)[0]}.{minor(version)[1]}"],
                 order=order, exact=True,
-                accuracy=f"the {key} keys of native_functions.yaml (directly or through structured_delegate); "
+                accuracy=f"the {key} and Sparse{key} keys of native_functions.yaml (directly or through "
+                         "structured_delegate): a sparse COO op (_indices, _coalesce) runs on the device's sparse key; "
                          "kernels registered by hand in C++ (TORCH_LIBRARY_IMPL) are not in this file",
-                fallback=fallback, ops={"native": sorted(ops.with_kernel(key))}, caveats=caveats, sources=[src],
+                fallback=fallback, ops={"native": sorted(ops.with_kernel(key) | ops.with_kernel(f"Sparse{key}"))},
+                caveats=caveats, sources=[src],
             ))
     return out
