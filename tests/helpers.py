@@ -52,8 +52,8 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict
     if not fresh and args and args[0] in IN_PROCESS and "--jobs" not in args:
         return _run_cli_here(list(args), cwd=cwd or ROOT, env={"COLUMNS": "200", **(env or {})})
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    kind = None if fresh else warm_kind(list(args), full_env)
-    proc = _warm_process(kind) if kind else None
+    key = None if fresh else warm_key(list(args), full_env)
+    proc = _warm_process(key) if key else None
     if proc is not None:
         return _run_cli_warm(proc, list(args), cwd=cwd or ROOT, env=full_env, timeout=timeout)
     proc = subprocess.run([sys.executable, "-m", "opaudit", *args], capture_output=True, text=True,
@@ -62,19 +62,22 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict
 
 
 # The warm start (tests/subprocess/zygote.py): a process of this worker's that has imported torch forks a child
-# per command, which runs `python -m opaudit ARGS` from there. For the CUDA path of scan and trace, a second one has
-# also loaded the C++ stand-in before torch, as those commands do (opaudit.standin). Only where nothing that an
-# interpreter, torch or the stand-in reads as it starts differs from the warm process's environment; `fresh=True`
-# (or OPAUDIT_TEST_WARM=0 for the whole suite) runs a fresh interpreter as before.
+# per command, which runs `python -m opaudit ARGS` from there. For the CUDA path of scan and trace, another has
+# also loaded the C++ stand-in before torch, as those commands do (opaudit.standin). A warm process serves the calls
+# whose environment agrees with the one it started in on everything an interpreter, torch or the stand-in reads as
+# it starts (a call with other such values gets a warm process of its own, up to MAX_WARM per worker, then a fresh
+# interpreter); `fresh=True` (or OPAUDIT_TEST_WARM=0 for the whole suite) runs a fresh interpreter as before.
 WARM_COMMANDS = frozenset({"run", "report", "scan", "trace"})
 _READ_AT_START = ("PYTHON", "TORCH", "OMP_", "MKL_", "KMP_", "LD_", "CUDA", "PYTORCH", "MALLOC", "CXX",
                   "OPAUDIT_CUDA_STAND_IN", "OPAUDIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME")
-_warm: dict = {}  # kind -> the warm process, ("env", kind) -> the environment it started with; None: declined
+MAX_WARM = 4
+_warm: dict = {}  # warm_key -> the warm process, or None where it declined (the stand-in cannot load)
 
 
-def warm_kind(args: list[str], env: dict[str, str]) -> str | None:
-    """Which warm process can start ``python -m opaudit ARGS`` in ``env`` as a fresh one would: "torch" (torch
-    imported), "cuda" (the stand-in, then torch) or None (a fresh interpreter)."""
+def warm_key(args: list[str], env: dict[str, str]) -> tuple | None:
+    """Which warm process can start ``python -m opaudit ARGS`` in ``env`` as a fresh one would: (its kind, "torch"
+    (torch imported) or "cuda" (the stand-in, then torch), and the values it starts with), or None (a fresh
+    interpreter)."""
     if os.environ.get("OPAUDIT_TEST_WARM") == "0" or sys.platform != "linux" or not args:
         return None
     command, options = args[0], args[1:args.index("--")] if "--" in args else args[1:]
@@ -85,29 +88,31 @@ def warm_kind(args: list[str], env: dict[str, str]) -> str | None:
         devices = [options[i + 1] for i, a in enumerate(options[:-1]) if a == "--device"] + \
             [a.split("=", 1)[1] for a in options if a.startswith("--device=")]
         kind = "cuda" if not devices or "cuda" in devices else "torch"
-    started = _warm.get(("env", kind), os.environ)  # what the warm process started with
-    keys = set(env) | set(started)
-    if any(env.get(k) != started.get(k) for k in keys if k.startswith(_READ_AT_START) and k != "PYTHONPATH"):
+    start = tuple(sorted((k, v) for k, v in env.items() if k.startswith(_READ_AT_START) and k != "PYTHONPATH"))
+    key = (kind, start)
+    if key in _warm and _warm[key] is None or key not in _warm and len(_warm) >= MAX_WARM:
         return None
-    return kind if _warm.get(kind, True) is not None else None
+    return key
 
 
-def _warm_process(kind: str) -> subprocess.Popen | None:
-    """The warm process of ``kind``, started on first use; None where it declined (the stand-in cannot load)."""
+def _warm_process(key: tuple) -> subprocess.Popen | None:
+    """The warm process of ``key`` (warm_key), started on first use; None where it declined."""
     import json
 
-    proc = _warm.get(kind, False)
-    if proc is None or proc and proc.poll() is None:
+    proc = _warm.get(key)
+    if proc is not None and proc.poll() is None:
         return proc
-    _warm[("env", kind)] = dict(os.environ)
+    kind, start = key
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_READ_AT_START) or k == "PYTHONPATH"}
+    env.update(start)
     proc = subprocess.Popen([sys.executable, str(SUBPROCESS / "zygote.py"), *(["--cuda"] if kind == "cuda" else [])],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=os.environ.copy())
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     assert proc.stdout is not None
     if "ready" not in json.loads(proc.stdout.readline() or "{}"):
         proc.wait()
-        _warm[kind] = None
+        _warm[key] = None
         return None
-    _warm[kind] = proc
+    _warm[key] = proc
     atexit.register(_end_warm, proc)
     return proc
 

@@ -14,7 +14,7 @@ import time
 
 import helpers
 import pytest
-from helpers import FIXTURES, run_cli, warm_kind
+from helpers import FIXTURES, run_cli, warm_key
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the warm start forks (Linux)")
 
@@ -28,9 +28,11 @@ def test_a_rehearsal_sees_the_same_process_warm_and_fresh(tmp_path) -> None:
     (stubs / "probe_stub.py").write_text("WHERE = __file__\n")
     env = {"OPAUDIT_PROBE": "given", "PYTHONPATH": str(stubs)}
     args = ("run", "--simulate", "ascend", "--", "probe.py", "5")
-    assert warm_kind(list(args), {**os.environ, **env}) == "torch"
+    key = warm_key(list(args), {**os.environ, "COLUMNS": "200", **env})
+    assert key is not None and key[0] == "torch"
+    run_cli(*args, cwd=tmp_path, env=env)  # (a first use builds the rehearsal's device, and says so on stderr)
     warm = run_cli(*args, cwd=tmp_path, env=env)
-    assert helpers._warm["torch"] is not None
+    assert helpers._warm[key] is not None and helpers._warm[key].poll() is None  # (it ran warm)
     fresh = run_cli(*args, cwd=tmp_path, env=env, fresh=True)
     # (the script's exit status 5 is the rehearsal's "the script failed", 3)
     assert warm[0] == fresh[0] == 3 and "exited with status 5" in warm[2], (warm[2][-1500:], fresh[2][-1500:])
@@ -56,7 +58,8 @@ def test_the_cuda_path_starts_warm_with_the_stand_in_in_place(tmp_path) -> None:
     """scan and trace on cuda load the C++ stand-in before torch: the warm process for them did so, and a trace
     started from it records what a fresh one records, on the stand-in."""
     args = ("trace", "--json", "t.json", "--", str(FIXTURES / "scripts" / "cuda_idioms.py"))
-    assert warm_kind(list(args), dict(os.environ)) == "cuda"
+    key = warm_key(list(args), {**os.environ, "COLUMNS": "200"})
+    assert key is not None and key[0] == "cuda"
     runs = []
     for fresh in (False, True):
         code, out, err = run_cli(*args, cwd=tmp_path, fresh=fresh)
@@ -65,17 +68,21 @@ def test_the_cuda_path_starts_warm_with_the_stand_in_in_place(tmp_path) -> None:
         records = [(r["op"], r["phase"], r["dtypes"], r["source"], r["calls"]) for r in trace["records"]]
         runs.append((out, records, trace["meta"]["simulated"]))
     assert runs[0] == runs[1] and runs[0][2]["engine"] == "stand-in", runs[0][2]
-    assert helpers._warm["cuda"] is not None  # (the first run was the warm process's: it did not decline)
+    assert helpers._warm[key] is not None  # (the first run was the warm process's: it did not decline)
 
 
-def test_what_a_start_reads_sends_a_call_to_a_fresh_process() -> None:
+def test_what_a_start_reads_picks_the_warm_process() -> None:
+    """A command whose start does not depend on torch being unimported goes to a warm process of its kind, one per
+    set of the values a start reads (PYTHON*, TORCH*, the stand-in's switch, the compiler, ...); others go fresh."""
     env = dict(os.environ)
-    assert warm_kind(["scan", "m.py", "--device", "cpu"], env) == "torch"
-    assert warm_kind(["trace", "--device=cpu", "--", "t.py", "--device", "cuda"], env) == "torch"
-    assert warm_kind(["scan", "m.py"], env) == "cuda"  # the stand-in loads before torch
-    assert warm_kind(["trace", "--device", "cuda", "--", "t.py"], env) == "cuda"
-    assert warm_kind(["lint", "x.py"], env) is None and warm_kind(["zoo", "hf:bert"], env) is None
+    assert warm_key(["scan", "m.py", "--device", "cpu"], env)[0] == "torch"  # type: ignore[index]
+    assert warm_key(["trace", "--device=cpu", "--", "t.py", "--device", "cuda"], env)[0] == "torch"  # type: ignore
+    assert warm_key(["scan", "m.py"], env)[0] == "cuda"  # type: ignore[index]  (the stand-in loads before torch)
+    assert warm_key(["trace", "--device", "cuda", "--", "t.py"], env)[0] == "cuda"  # type: ignore[index]
+    assert warm_key(["lint", "x.py"], env) is None and warm_key(["zoo", "hf:bert"], env) is None
     rehearse = ["run", "--simulate", "ascend", "--", "t.py"]
-    assert warm_kind(rehearse, {**env, "OPAUDIT_PROBE": "x", "PYTHONPATH": "/elsewhere"}) == "torch"
+    same = warm_key(rehearse, env)
+    assert warm_key(rehearse, {**env, "OPAUDIT_PROBE": "x", "PYTHONPATH": "/elsewhere"}) == same
     for read in ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTHONHASHSEED", "OPAUDIT_CUDA_STAND_IN", "CXX"):
-        assert warm_kind(rehearse, {**env, read: "3"}) is None, read
+        other = warm_key(rehearse, {**env, read: "3"})
+        assert other is None or other != same and (read, "3") in other[1], read

@@ -13,7 +13,7 @@ Protocol, one JSON object per line. First, out: ``{"ready": true}`` (or ``{"decl
 cannot be loaded: the process ends). In, on stdin: ``{"argv": [...], "env": {...}, "cwd": "...", "stdout": path,
 "stderr": path, "timeout": seconds}``. Out, on stdout: ``{"returncode": n}`` or ``{"timeout": true}`` (the child
 killed, as subprocess.run's timeout does). helpers.run_cli sends only the calls whose start a warm process does not
-change (helpers.warm_kind).
+change (helpers.warm_key).
 """
 
 from __future__ import annotations
