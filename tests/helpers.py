@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -63,10 +63,10 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict
 
 # The warm start (tests/subprocess/zygote.py): a process of this worker's that has imported torch forks a child
 # per command, which runs `python -m opaudit ARGS` from there. For the CUDA path of scan and trace, another has
-# also loaded the C++ stand-in before torch, as those commands do (opaudit.standin). A warm process serves the calls
-# whose environment agrees with the one it started in on everything an interpreter, torch or the stand-in reads as
-# it starts (a call with other such values gets a warm process of its own, up to MAX_WARM per worker, then a fresh
-# interpreter); `fresh=True` (or OPAUDIT_TEST_WARM=0 for the whole suite) runs a fresh interpreter as before.
+# also loaded the C++ stand-in before torch, as those commands do (opaudit.standin). Only for a call whose
+# environment agrees with this worker's on everything an interpreter, torch or the stand-in reads as it starts; a
+# warm process starts in the worker's environment as it is then (a test that changed it gets one of its own, up to
+# MAX_WARM per worker). Every other call, `fresh=True`, and OPAUDIT_TEST_WARM=0 run a fresh interpreter as before.
 WARM_COMMANDS = frozenset({"run", "report", "scan", "trace"})
 _READ_AT_START = ("PYTHON", "TORCH", "OMP_", "MKL_", "KMP_", "LD_", "CUDA", "PYTORCH", "MALLOC", "CXX",
                   "OPAUDIT_CUDA_STAND_IN", "OPAUDIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME")
@@ -88,11 +88,17 @@ def warm_key(args: list[str], env: dict[str, str]) -> tuple | None:
         devices = [options[i + 1] for i, a in enumerate(options[:-1]) if a == "--device"] + \
             [a.split("=", 1)[1] for a in options if a.startswith("--device=")]
         kind = "cuda" if not devices or "cuda" in devices else "torch"
-    start = tuple(sorted((k, v) for k, v in env.items() if k.startswith(_READ_AT_START) and k != "PYTHONPATH"))
+    start = _start_values(env)
+    if start != _start_values(os.environ):  # a call's own such values (a test's cache folder...): a fresh start
+        return None
     key = (kind, start)
     if key in _warm and _warm[key] is None or key not in _warm and len(_warm) >= MAX_WARM:
         return None
     return key
+
+
+def _start_values(env: Mapping[str, str]) -> tuple:
+    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(_READ_AT_START) and k != "PYTHONPATH"))
 
 
 def _warm_process(key: tuple) -> subprocess.Popen | None:

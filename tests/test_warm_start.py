@@ -72,8 +72,9 @@ def test_the_cuda_path_starts_warm_with_the_stand_in_in_place(tmp_path) -> None:
 
 
 def test_what_a_start_reads_picks_the_warm_process() -> None:
-    """A command whose start does not depend on torch being unimported goes to a warm process of its kind, one per
-    set of the values a start reads (PYTHON*, TORCH*, the stand-in's switch, the compiler, ...); others go fresh."""
+    """A command whose start does not depend on torch being unimported goes to a warm process of its kind where it
+    agrees with the worker on the values a start reads (PYTHON*, TORCH*, the stand-in's switch, the compiler, ...);
+    others go fresh."""
     env = dict(os.environ)
     assert warm_key(["scan", "m.py", "--device", "cpu"], env)[0] == "torch"  # type: ignore[index]
     assert warm_key(["trace", "--device=cpu", "--", "t.py", "--device", "cuda"], env)[0] == "torch"  # type: ignore
@@ -84,5 +85,4 @@ def test_what_a_start_reads_picks_the_warm_process() -> None:
     same = warm_key(rehearse, env)
     assert warm_key(rehearse, {**env, "OPAUDIT_PROBE": "x", "PYTHONPATH": "/elsewhere"}) == same
     for read in ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTHONHASHSEED", "OPAUDIT_CUDA_STAND_IN", "CXX"):
-        other = warm_key(rehearse, {**env, read: "3"})
-        assert other is None or other != same and (read, "3") in other[1], read
+        assert warm_key(rehearse, {**env, read: "3"}) is None, read
