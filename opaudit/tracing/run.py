@@ -124,7 +124,10 @@ class Recorder:
 
 
 def optimizer_warnings(trace: Trace) -> list[str]:
-    """A script's optimizer on the CPU runs PyTorch's CPU default, not what an accelerator runs."""
+    """A script's optimizer on the CPU runs PyTorch's CPU default, not what an accelerator runs. (On a device the
+    optimizer took that device's own path: SGD over sparse gradients steps each parameter on CUDA too.)"""
+    if (trace.meta.device or "cpu") != "cpu":
+        return []
     stepped = [r for r in trace.records if r.phase == "optimizer" and r.module and r.module.startswith("<")]
     if not stepped or any(r.op.startswith(("aten::_foreach_", "aten::_fused_")) for r in stepped):
         return []
