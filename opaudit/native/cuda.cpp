@@ -172,10 +172,7 @@ void sparse_structural(const c10::OperatorHandle& op, c10::DispatchKeySet, torch
 TORCH_LIBRARY_IMPL(_, SparseCUDA, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&boxed>()); }
 
 TORCH_LIBRARY_IMPL(aten, SparseCUDA, m) {
-  for (const char* name : {"empty.memory_format", "_sparse_coo_tensor_with_dims", "_sparse_coo_tensor_with_dims_and_tensors",
-                           "sparse_resize_", "sparse_resize_and_clear_", "sparse_dim", "dense_dim", "_dimI", "_dimV",
-                           "_nnz", "is_coalesced", "_coalesced_", "_indices", "_values", "indices", "values",
-                           "copy_", "copy_sparse_to_sparse_", "resize_as_sparse_", "zero_"})
+  for (const char* name : opaudit_host::kSparseStructural)
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&sparse_structural>());
 }
 

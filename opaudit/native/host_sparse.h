@@ -18,6 +18,15 @@
 namespace opaudit_host {
 namespace {
 
+// The ops that make a sparse tensor, give its parts or change them in place. SparseCPU's kernels of these work on
+// any device's SparseTensorImpl (`_values()` is the device's values, not a copy): each device registers them on its
+// sparse key to run SparseCPU's kernel on the device tensor itself.
+constexpr const char* kSparseStructural[] = {
+    "empty.memory_format", "_sparse_coo_tensor_with_dims", "_sparse_coo_tensor_with_dims_and_tensors",
+    "sparse_resize_", "sparse_resize_and_clear_", "sparse_dim", "dense_dim", "_dimI", "_dimV", "_nnz",
+    "is_coalesced", "_coalesced_", "_indices", "_values", "indices", "values", "copy_", "copy_sparse_to_sparse_",
+    "resize_as_sparse_", "zero_"};
+
 template <class D>
 struct HostSparse {
   using Host = HostDevice<D>;
