@@ -201,6 +201,17 @@ def test_a_real_installed_package():
         pytest.skip("no installed package here has a function that defaults to CUDA")
 
 
+def _project_findings(tmp_path, monkeypatch, source: str) -> list:
+    """The ascend findings of ``source`` as train.py of a project of its own, with tmp_path/site on sys.path."""
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    script = project / "train.py"
+    script.write_text(source)
+    return findings(script, "ascend")
+
+
 def test_a_type_is_not_a_choice_and_an_optional_path_is_info(tmp_path, monkeypatch):
     """A CUDA name in a signature's annotation (`scaler: GradScaler | None`) picks nothing; a choice on a path the
     library takes under a condition of its own (`if amp_mode == "amp"`, a call in one branch) is shown as info:
@@ -237,13 +248,8 @@ def test_a_type_is_not_a_choice_and_an_optional_path_is_info(tmp_path, monkeypat
         def typed(model, scaler: GradScaler | None = None):
             return model
     """).lstrip())
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
-    script = project / "train.py"
-    script.write_text("from fakeengine import trainer, typed\nt = trainer(model)\nu = typed(model)\n")
-    found = findings(script, "ascend")
+    found = _project_findings(tmp_path, monkeypatch,
+                              "from fakeengine import trainer, typed\nt = trainer(model)\nu = typed(model)\n")
     assert [(f.line, f.severity) for f in found] == [(2, "info")], found
     assert "fakeengine/__init__.py:11" in found[0].message and "under a condition of its own" in found[0].message
 
@@ -284,13 +290,8 @@ def test_a_class_is_what_its_objects_run_by_themselves(tmp_path, monkeypatch):
             def _place(self):
                 self.head.to("cuda")
     """).lstrip())
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
-    script = project / "train.py"
-    script.write_text("from fakemodels import LM, Placed\nlm = LM(8)\nplaced = Placed(8)\n")
-    found = findings(script, "ascend")
+    found = _project_findings(tmp_path, monkeypatch,
+                              "from fakemodels import LM, Placed\nlm = LM(8)\nplaced = Placed(8)\n")
     assert [(f.line, f.severity) for f in found] == [(2, "info"), (3, "error")], found
     assert "fakemodels/__init__.py:16" in found[0].message and "fakemodels/__init__.py:11" not in found[0].message
     assert "fakemodels/__init__.py:27" in found[1].message and "no argument of it changes that" in found[1].message
