@@ -6,10 +6,12 @@ pytest registers them all under the one module name."""
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -103,16 +105,12 @@ def _start_values(env: Mapping[str, str]) -> tuple:
 
 def _warm_process(key: tuple) -> subprocess.Popen | None:
     """The warm process of ``key`` (warm_key), started on first use; None where it declined."""
-    import json
-
     proc = _warm.get(key)
     if proc is not None and proc.poll() is None:
         return proc
-    kind, start = key
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_READ_AT_START) or k == "PYTHONPATH"}
-    env.update(start)
+    kind = key[0]  # (its start values are this worker's: warm_key)
     proc = subprocess.Popen([sys.executable, str(SUBPROCESS / "zygote.py"), *(["--cuda"] if kind == "cuda" else [])],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=dict(os.environ))
     assert proc.stdout is not None
     if "ready" not in json.loads(proc.stdout.readline() or "{}"):
         proc.wait()
@@ -136,9 +134,6 @@ def _end_warm(proc: subprocess.Popen) -> None:
 def _run_cli_warm(proc: subprocess.Popen, argv: list[str], *, cwd: Path, env: dict[str, str],
                   timeout: float) -> tuple[int, str, str]:
     """run_cli's fresh process, forked from the warm one: exit code, stdout, stderr."""
-    import json
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="opaudit-warm-") as tmp:
         out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
         out.touch()

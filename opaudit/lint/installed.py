@@ -274,11 +274,12 @@ class _Module:
         if node is None:
             return []
         func = node if isinstance(node, cst.FunctionDef) else _init(node)
+        asked: set[int] = set()  # a class's methods its caller would call by name (module doc)
         ast_node = self.defs.get(name)
-        unasked = _methods_run_unasked(ast_node) if isinstance(ast_node, ast.ClassDef) else None
-        asked = {id(m) for m in (node.body.body if isinstance(node, cst.ClassDef) and
-                                 isinstance(node.body, cst.IndentedBlock) else ())
-                 if isinstance(m, cst.FunctionDef) and unasked is not None and m.name.value not in unasked}
+        if isinstance(node, cst.ClassDef) and isinstance(node.body, cst.IndentedBlock) and \
+                isinstance(ast_node, ast.ClassDef):
+            unasked = _methods_run_unasked(ast_node)
+            asked = {id(m) for m in node.body.body if isinstance(m, cst.FunctionDef) and m.name.value not in unasked}
         defaults = {id(x.default): x.name.value for x in _params(func) if x.default is not None}
         steering = {q for q in params if DEVICE_PARAMETER.search(q)}
         tests = _tests(node)
@@ -356,9 +357,11 @@ class _Module:
 RUN_UNASKED = frozenset({"forward"})  # (torch.nn.Module.__call__ runs forward)
 
 
-def _methods_run_unasked(cls: ast.ClassDef) -> set[str]:
+@lru_cache(maxsize=512)  # (as many as _read keeps modules)
+def _methods_run_unasked(cls: ast.ClassDef) -> frozenset[str]:
     """The names of the methods of ``cls`` that its objects run by themselves (module doc): the special methods,
-    RUN_UNASKED, and what these call on ``self``, followed through the class."""
+    RUN_UNASKED, and what these call on ``self``, followed through the class. (Once per class: a callee's choices
+    and the calls it makes both ask.)"""
     methods = {m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
     todo = [n for n in methods if n.startswith("__") and n.endswith("__") or n in RUN_UNASKED]
     seen: set[str] = set()
@@ -371,7 +374,7 @@ def _methods_run_unasked(cls: ast.ClassDef) -> set[str]:
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" and \
                     n.attr in methods:
                 todo.append(n.attr)
-    return seen
+    return frozenset(seen)
 
 
 def _calls_run(node: ast.AST) -> Iterator[ast.Call]:

@@ -37,8 +37,9 @@ print(json.dumps({"ready": True}), flush=True)
 
 # what the children start from: this interpreter's path without this file's folder and the PYTHONPATH it was given
 # (a child puts its own call's in front, as a fresh `python -m` does)
-_OWN = {os.path.dirname(os.path.abspath(__file__)), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))}
-BASE_PATH = [p for p in sys.path if p and os.path.abspath(p) not in {os.path.abspath(o) for o in _OWN}]
+_OWN = {os.path.abspath(p) for p in (os.path.dirname(__file__), *os.environ.get("PYTHONPATH", "").split(os.pathsep))
+        if p}
+BASE_PATH = [p for p in sys.path if p and os.path.abspath(p) not in _OWN]
 
 
 def child(request: dict) -> int:
