@@ -10,8 +10,15 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import torch
-from helpers import ROOT
+
+# One intra-op thread per worker of `pytest -n N` (and for the commands it starts), unless the caller chose: the
+# workers already fill the cores, and torch's OpenMP threads of two workers on two cores spin-wait for each other
+# (a conv-heavy test file takes 2.5 times the CPU with torch's default of one thread per core).
+if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
+    os.environ["OMP_NUM_THREADS"] = "1"
+
+import torch  # noqa: E402
+from helpers import ROOT  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 sys.path.insert(0, str(EXAMPLES))
