@@ -109,6 +109,8 @@ class Target:
     # codes whose findings are info on this target: a CUDA setting that runs harmlessly there and has no twin to
     # write (shown, never a reason for lint, fix or fix --verify to fail)
     info: tuple[str, ...] = ()
+    # the torch from which torch.autograd.profiler.profile(use_device=<device>) profiles this device ("": never)
+    profiler_device_min_torch: str = ""
 
     def api_replacement(self, qualname: str, min_torch: str) -> str | None:
         """What ``qualname`` (``torch.cuda.synchronize``) becomes here, or None when nothing does."""

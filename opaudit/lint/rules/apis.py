@@ -291,11 +291,27 @@ def _cuda_stream(c: FileCheck, node: cst.Attribute) -> None:
         c.report(node, "OA410", "`.cuda_stream` is a raw CUDA stream handle", heuristic=True)
 
 
+# the profiler that takes the device by name (use_device=), as torch.autograd.profiler.profile does since torch 2.1
+_PROFILER_WITH_DEVICE = ("torch.autograd.profiler.profile", "torch.autograd.profile")
+
+
 @on_keyword("use_cuda")
 def _use_cuda(c: FileCheck, node: cst.Call, q: str | None, a: cst.Arg) -> None:
-    if c.on("OA414"):
-        c.report(a, "OA414", "`use_cuda=` asks the profiler for CUDA activity",
-                 suggestion=f'use_device="{c.target.device}"' if c.target.device else None)
+    if not c.on("OA414"):
+        return
+    t = c.target
+    replacement = None
+    if q in _PROFILER_WITH_DEVICE and t.device and t.profiler_device_min_torch and \
+            version_at_least(c.min_torch, t.profiler_device_min_torch):
+        # use_cuda=X profiles the device where X holds: use_device names the target's device then, else nothing
+        device = cst.SimpleString(f'"{t.device}"')
+        flag = a.value
+        value: cst.BaseExpression = device if isinstance(flag, cst.Name) and flag.value == "True" else \
+            cst.Name("None") if isinstance(flag, cst.Name) and flag.value == "False" else \
+            cst.IfExp(test=flag, body=device, orelse=cst.Name("None"))
+        replacement = a.with_changes(keyword=cst.Name("use_device"), value=value)
+    c.report(a, "OA414", "`use_cuda=` asks the profiler for CUDA activity", replacement,
+             suggestion=None if replacement is not None or not t.device else f'use_device="{t.device}"')
 
 
 @on_keyword("sort_by")
