@@ -663,6 +663,12 @@ def verify_heldout4() -> Bench:
                       ("verify_heldout4_rerun", "DLRM's two, rerun after the sparse-gradient fix (not held out)"))
 
 
+def verify_heldout5() -> Bench:
+    return _later_set(5, "fifth", "GANs, diffusion, audio tagging, RL and emergent communication, recommendation, "
+                      "relation extraction, sequence labelling, detection, GNNs, 3D and city-scene segmentation",
+                      "the first four sets")
+
+
 def benchmarks() -> list[Bench]:
     return [
         tracer_cpu(),
@@ -702,6 +708,7 @@ def benchmarks() -> list[Bench]:
         verify_heldout2(),
         verify_heldout3(),
         verify_heldout4(),
+        verify_heldout5(),
     ]
 
 
