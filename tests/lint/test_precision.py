@@ -3,7 +3,7 @@ the program's own `is_cuda` flag, flags every compiler takes, and deprecations t
 
 from __future__ import annotations
 
-from opaudit.lint import Settings, lint_source
+from opaudit.lint import Settings, fix_source, lint_source
 
 NEUTRAL = Settings(target="neutral")
 
@@ -103,3 +103,23 @@ def test_a_module_of_the_project_named_like_an_extension_is_its_own_python(tmp_p
     # where the file is not on disk (stdin), nothing tells the project's modules apart: the name decides
     stdin = [f.line for f in lint_source(src.encode(), NEUTRAL).findings if f.code == "OA714"]
     assert stdin == [1, 2, 3, 4, 6, 7, 8, 9, 10]
+
+
+def test_a_use_cuda_keyword_is_the_profilers_only_on_a_profiler():
+    """GRU4REC passes its own `use_cuda=` to its loss and model (hungthanhpham94/GRU4REC-pytorch main.py): not the
+    profiler's keyword. torch.autograd.profiler.profile's is, and is ported to use_device= (unsafe)."""
+    src = (
+        "import torch\n"
+        "import lib\n"
+        "loss_function = lib.LossFunction(loss_type='TOP1', use_cuda=args.cuda)\n"   # 3 the program's own
+        "model = GRU4REC(10, 10, use_cuda=use_cuda)\n"                               # 4
+        "with torch.autograd.profiler.profile(use_cuda=use_gpu) as prof:\n"          # 5 the profiler's
+        "    pass\n"
+        "with torch.profiler.profile(use_cuda=True):\n"                              # 7 (no use_device there)
+        "    pass\n"
+    )
+    ascend = Settings(target="ascend", unsafe_fixes=True)
+    assert lines(src, "OA414", ascend) == [5, 7]
+    new = fix_source(src.encode(), ascend).new.decode()
+    assert 'profile(use_device="npu" if use_gpu else None) as prof' in new and "use_cuda=args.cuda" in new
+    assert "torch.profiler.profile(use_cuda=True)" in new

@@ -295,9 +295,19 @@ def _cuda_stream(c: FileCheck, node: cst.Attribute) -> None:
 _PROFILER_WITH_DEVICE = ("torch.autograd.profiler.profile", "torch.autograd.profile")
 
 
+def _profiler_call(node: cst.Call, q: str | None) -> bool:
+    """A call of torch's profilers (torch.autograd.profiler.profile, torch.profiler.profile), or, where the callee
+    is not resolved, of something named ``profile``: the program's own ``use_cuda=`` (a loss, a model, a data
+    loader taking the flag) is its own business."""
+    if q is not None:
+        return q.startswith(("torch.autograd.profiler.", "torch.profiler.", "torch.autograd.profile"))
+    func = node.func
+    return (func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)) == "profile"
+
+
 @on_keyword("use_cuda")
 def _use_cuda(c: FileCheck, node: cst.Call, q: str | None, a: cst.Arg) -> None:
-    if not c.on("OA414"):
+    if not c.on("OA414") or not _profiler_call(node, q):
         return
     t = c.target
     replacement = None
@@ -310,8 +320,10 @@ def _use_cuda(c: FileCheck, node: cst.Call, q: str | None, a: cst.Arg) -> None:
             cst.Name("None") if isinstance(flag, cst.Name) and flag.value == "False" else \
             cst.IfExp(test=flag, body=device, orelse=cst.Name("None"))
         replacement = a.with_changes(keyword=cst.Name("use_device"), value=value)
+    # (torch.profiler.profile takes no use_device: its activities name the device, as the target's note says)
+    takes_device = q is None or q in _PROFILER_WITH_DEVICE
     c.report(a, "OA414", "`use_cuda=` asks the profiler for CUDA activity", replacement,
-             suggestion=None if replacement is not None or not t.device else f'use_device="{t.device}"')
+             suggestion=f'use_device="{t.device}"' if replacement is None and t.device and takes_device else None)
 
 
 @on_keyword("sort_by")
