@@ -73,6 +73,7 @@ class Verification:
     device: str = ""
     in_place: bool = True  # False (--diff): the findings' lines are the lines of the port, in a copy
     reference_argv: list[str] | None = None  # the arguments of the CPU run, where they differ (on_cpu)
+    port_argv: list[str] | None = None  # the arguments of the port's run, where they differ (on_target)
 
     # -- verdicts -----------------------------------------------------------------------------------------
     @property
@@ -148,12 +149,17 @@ class Verification:
             out.append(f"  failed: {self.port.get('error')}")
             if self.port.get("details"):
                 out += ["    " + x for x in str(self.port["details"]).splitlines()]
+        if self.port_argv is not None:
+            out.append(f"  the port runs on {self.device} with: " + " ".join(self.port_argv))
         if self.reference_argv is not None:
             out.append("  the original runs on the CPU with: " + " ".join(self.reference_argv))
         if ref.get("ok"):
             trains = "trains" if ref.get("moved") else ("steps an optimizer without moving a parameter"
                                                         if ref.get("steps") else "does not train")
             out.append(f"  the original on the CPU: ran, {trains} ({ref.get('steps', 0)} optimizer steps)")
+        elif ref.get("losses"):  # it stopped later: what it recorded up to there is the reference
+            out.append(f"  the original on the CPU: stopped after {ref.get('steps', 0)} optimizer steps "
+                       f"({ref.get('error')}); its losses up to there are the reference")
         else:
             out.append(f"  the original on the CPU: did not run ({ref.get('error')}); no reference")
         steps = self.port.get("steps", 0)
@@ -232,7 +238,8 @@ def verify(script: str, argv: list[str] | None, settings: Settings, *, paths: li
                         dest.write_bytes(res.new or b"")
                 port_paths = [str(_moved(Path(p), root, port_root)) for p in paths]
             left = run(port_paths, settings, jobs=jobs)  # the port as it now is
-            port = _start(tmpdir, "port", _moved(script_path, root, port_root), argv or [],
+            port_argv = on_target(argv or [], target) if rewrite else list(argv or [])
+            port = _start(tmpdir, "port", _moved(script_path, root, port_root), port_argv,
                           _moved(cwd, root, port_root), port_root, vendor, None if in_place else root)
             port_result = _finish(port, timeout)
         finally:
@@ -244,7 +251,8 @@ def verify(script: str, argv: list[str] | None, settings: Settings, *, paths: li
         ran_lines = {f: set(lines) for f, lines in port_result.get("lines", {}).items()}
         device = (port_result.get("stats") or {}).get("device") or target.device  # xpu is rehearsed as xpusim
         v = Verification(vendor, str(script), list(argv or []), fixed, ref_result, port_result, device=device,
-                         in_place=in_place, reference_argv=cpu_argv if cpu_argv != list(argv or []) else None)
+                         in_place=in_place, reference_argv=cpu_argv if cpu_argv != list(argv or []) else None,
+                         port_argv=port_argv if port_argv != list(argv or []) else None)
         for f in left.findings:
             if not f.blocking or not is_cuda_use(f.code):
                 continue
@@ -294,13 +302,27 @@ def _class_bases(path: str, mtime: int) -> list[tuple[int, int, int, list[int]]]
 def on_cpu(argv: list[str], target: Any) -> list[str]:
     """The arguments of the original's CPU run: an argument whose value names a device (``--device=npu``, ``--device
     cuda:0``) names the CPU, one that names a collective backend (``--backend=hccl``, ``nccl``) names gloo."""
-    devices = {"cuda", target.device}
-    backends = {"nccl", target.dist_backend} - {""}
+    return _mapped(argv, {"cuda", target.device}, "cpu", {"nccl", target.dist_backend} - {""}, "gloo")
+
+
+def on_target(argv: list[str], target: Any) -> list[str]:
+    """The arguments of the port's run, as the port is launched: an argument whose value names CUDA (``--device
+    cuda:0``, ``--device=cuda``) names the target's device (``npu:0``), one that names NCCL the target's collective
+    backend, as `fix` rewrote the same strings in the code (an argparse ``choices`` list, a default) the
+    arguments are checked against. Values that name the target already, or anything else, stay."""
+    return _mapped(argv, {"cuda"}, target.device, {"nccl"} if target.dist_backend else set(),
+                   target.dist_backend or "nccl")
+
+
+def _mapped(argv: list[str], devices: set[str], device: str, backends: set[str], backend: str) -> list[str]:
+    """``argv`` with each device value of ``devices`` (with or without its index) as ``device`` (its index kept
+    unless ``device`` is the CPU), and each backend of ``backends`` as ``backend``."""
 
     def value(v: str) -> str:
-        if v.split(":")[0] in devices and (":" not in v or v.split(":", 1)[1].isdigit()):
-            return "cpu"
-        return "gloo" if v in backends else v
+        kind, _, index = v.partition(":")
+        if kind in devices and (not index or index.isdigit()):
+            return device if device == "cpu" or not index else f"{device}:{index}"
+        return backend if v in backends else v
 
     out = []
     for a in argv:

@@ -13,7 +13,7 @@ from helpers import FIXTURES, run_cli
 
 from opaudit.errors import InputError
 from opaudit.lint import Settings
-from opaudit.rehearsal.verify import verify
+from opaudit.rehearsal.verify import Verification, verify
 
 PROGRAMS = FIXTURES / "verify"
 
@@ -109,3 +109,31 @@ def test_a_subclass_defined_and_never_made_is_not_reached(tmp_path):
     assert [(f.line, f.code) for f in v.not_reached] == [(4, "OA122")]
     v = verify(str(tmp_path / "train.py"), ["dp"], Settings(target="ascend", unsafe_fixes=True), in_place=False)
     assert (4, "OA122") in {(f.line, f.code) for f in v.cuda_left}, "\n".join(v.lines())
+
+
+def test_the_port_is_launched_with_the_targets_device_and_backend(tmp_path):
+    """`--device cuda:0 --backend nccl`, the original's arguments: the CPU run gets cpu and gloo, the port npu:0 and
+    hccl, the values its own argparse choices take once fixed (allanj/pytorch_neural_crf's trainer, in the fifth
+    held-out set, failed in argparse when the port was launched with cuda:0)."""
+    shutil.copytree(PROGRAMS / "device_arg", tmp_path / "p")
+    code, out, err = run_cli("fix", "-t", "musa", "--unsafe-fixes", "--verify", "--", "train.py", "--device",
+                             "cuda:0", "--backend=nccl", cwd=tmp_path / "p")
+    assert code == 0, out + err
+    assert "the port runs on musa with: --device musa:0 --backend=mccl" in out
+    assert "the original runs on the CPU with: --device cpu --backend=gloo" in out
+    assert "losses equal to the CPU run's for 3 steps" in out
+    assert 'choices=["cpu", "musa:0", "musa:1"]' in (tmp_path / "p" / "train.py").read_text()
+
+
+def test_a_reference_that_stops_after_its_steps_is_a_reference_up_to_there():
+    """pytorch-GAT's CPU run trains, then stops at its last line (a git call the copy cannot answer): its losses
+    are the reference, and the report says it stopped rather than that it did not run."""
+    from opaudit.lint.engine import Run
+
+    ref = {"ok": False, "error": "InvalidGitRepositoryError: /tmp/x", "losses": [0.5, 0.4], "steps": 2}
+    port = {"ok": True, "losses": [0.5, 0.4], "steps": 2, "moved": True, "param_devices": ["npu"],
+            "stats": {"calls": {"mm": 4}}}
+    v = Verification("ascend", "train.py", [], Run(), ref, port, device="npu")
+    text = "\n".join(v.lines())
+    assert "the original on the CPU: stopped after 2 optimizer steps (InvalidGitRepositoryError" in text
+    assert "no reference" not in text and "losses equal to the CPU run's for 2 steps" in text
