@@ -123,3 +123,36 @@ def test_a_use_cuda_keyword_is_the_profilers_only_on_a_profiler():
     new = fix_source(src.encode(), ascend).new.decode()
     assert 'profile(use_device="npu" if use_gpu else None) as prof' in new and "use_cuda=args.cuda" in new
     assert "torch.profiler.profile(use_cuda=True)" in new
+
+
+def test_an_unwrapped_data_parallel_takes_its_module_reads_along_and_no_other():
+    """nn.DataParallel(m) becomes m on a vendor's device (--unsafe-fixes): `.module` of the names bound to it (in
+    the function, or as self.X in any method of the file) becomes the name, and another object's `.module`
+    stays (fifth held-out set: stargan-v2's `fan.module.get_heatmap`, PANNs' `model.module.state_dict()`)."""
+    src = (
+        "import torch\n"
+        "from torch import nn\n"
+        "def main(model, fan, other):\n"
+        "    model = torch.nn.DataParallel(model)\n"
+        "    fan = nn.DataParallel(fan).cuda()\n"
+        "    fan.get_heatmap = fan.module.get_heatmap\n"
+        "    torch.save({'model': model.module.state_dict()}, 'x.pt')\n"
+        "    return other.module\n"
+        "class Trainer:\n"
+        "    def __init__(self, net):\n"
+        "        self.parallel = nn.DataParallel(net)\n"
+        "    def save(self):\n"
+        "        return self.parallel.module.state_dict(), self.other.module\n"
+    )
+    settings = Settings(target="ascend", unsafe_fixes=True)
+    found = lint_source(src.encode(), settings).findings
+    # the reads go with the unwrap as info (no exit 1 of their own); the other objects' reads are not findings
+    assert sorted((f.line, f.severity) for f in found if f.code == "OA122") == \
+        [(4, "error"), (5, "error"), (6, "info"), (7, "info"), (11, "error"), (13, "info")]
+    new = fix_source(src.encode(), settings).new.decode()
+    assert "model = model\n" in new and "fan = fan.npu()" in new and "fan.get_heatmap = fan.get_heatmap" in new
+    assert "model.state_dict()" in new and "self.parallel = net" in new and "self.parallel.state_dict()" in new
+    assert "return other.module" in new and "self.other.module" in new and "DataParallel" not in new
+    # without --unsafe-fixes nothing of it is rewritten; on the neutral target it stays DataParallel, reported
+    assert "nn.DataParallel(fan)" in fix_source(src.encode(), Settings(target="ascend")).new.decode()
+    assert [f.line for f in lint_source(src.encode(), NEUTRAL).findings if f.code == "OA122"] == [4, 5, 11]

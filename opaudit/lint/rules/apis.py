@@ -30,6 +30,7 @@ from opaudit.lint.walk import (
     ATTRIBUTES,
     FileCheck,
     Report,
+    argument,
     dotted,
     expr,
     file_state,
@@ -174,8 +175,9 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
         # the CUDA or cuDNN version in a log line or a message steers nothing, and reads None off CUDA (a
         # `cudnn.version()` without cuDNN is None too): nothing to port, nothing that keeps a port from running
         return
-    if code == "OA122" and _class_tested(c, node):
-        return  # isinstance(model, nn.DataParallel): a test of what a model is, on every build; nothing runs on CUDA
+    if code == "OA122" and (_class_tested(c, node) or _unwrap_data_parallel(c, node, q)):
+        # isinstance(model, nn.DataParallel): a test of what a model is, on every build; nothing runs on CUDA
+        return
     rule = c.rules[code]
     own = APIS.get(code)
     if own is not None:  # a rule whose match needs code of its own
@@ -211,6 +213,98 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
         message += f" (no equivalent on {c.target.name})" if not c.target.neutral else \
             f" (no neutral equivalent for torch >= {c.min_torch})"
     c.report(node, code, message, suggestion=suggestion)
+
+
+@file_state
+@dataclass
+class Unwrapped:
+    """The names the file binds to an unwrapped ``nn.DataParallel(...)`` (OA122) and the reads of ``X.module`` on
+    a name, each reported as it is met and kept (rewritten to ``X``) only where X is such a name."""
+
+    active: bool  # the file names DataParallel
+    names: set[str] = field(default_factory=set)
+    reads: list[tuple[str, Report]] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, c: FileCheck, module: cst.Module, source: bytes) -> Unwrapped:
+        return cls("OA122" in c.selected and b"DataParallel" in source)
+
+
+def _holder(c: FileCheck, node: cst.CSTNode) -> str | None:
+    """The name a value is kept in: ``self.net`` as written (one attribute of the objects of the file's classes,
+    whatever method binds or reads it), any other as the walk's scopes qualify it."""
+    d = dotted(node)
+    if d is None or isinstance(node, cst.Call):
+        return None
+    return d if d.startswith("self.") else c.name_key(node)
+
+
+def _bound_to(c: FileCheck, call: cst.Call) -> str | None:
+    """The name ``call``'s value is assigned to, through method calls on it (``nn.DataParallel(m).cuda()``)."""
+    child: cst.CSTNode = call
+    for parent in reversed(c.stack[:-1] if c.stack and c.stack[-1] is call else c.stack):
+        if isinstance(parent, cst.Assign):
+            return _holder(c, parent.targets[0].target) if len(parent.targets) == 1 and parent.value is child \
+                else None
+        if isinstance(parent, cst.Attribute) and parent.value is child or \
+                isinstance(parent, cst.Call) and parent.func is child:
+            child = parent
+            continue
+        return None
+    return None
+
+
+@on_attribute("module")
+def _module_read(c: FileCheck, node: cst.Attribute) -> None:
+    """``X.module`` where X may hold an unwrapped DataParallel: X itself (kept at the end of the walk only if the
+    file binds X to one)."""
+    state = c.state(Unwrapped)
+    if not state.active or not c.target.device or c.target.neutral or c.target.keeps_cuda:
+        return
+    parent = c.parent
+    if isinstance(parent, (cst.AssignTarget, cst.AugAssign, cst.Del)) or \
+            isinstance(parent, cst.AnnAssign) and parent.target is node:
+        return  # `x.module = ...`: the program's own attribute
+    key = _holder(c, node.value)
+    if key is None:
+        return
+    before = len(c.plan.reports)
+    # info: part of the unwrap's rewrite (with it, the wrapper's `.module` is gone), not a CUDA use of its own
+    c.report(node, "OA122", "`.module` of an unwrapped nn.DataParallel: the module itself", node.value,
+             severity="info")
+    if len(c.plan.reports) > before:
+        state.reads.append((key, c.plan.reports[-1]))
+
+
+@on_finish
+def _module_reads(c: FileCheck) -> None:
+    state = c.state(Unwrapped)
+    dropped = {id(r) for key, r in state.reads if key not in state.names}
+    if dropped:
+        c.plan.reports[:] = [r for r in c.plan.reports if id(r) not in dropped]
+
+
+def _unwrap_data_parallel(c: FileCheck, node: cst.CSTNode, q: str) -> bool:
+    """``nn.DataParallel(module, ...)`` on a vendor's device: the module itself (unsafe). DataParallel spreads a
+    batch through ``torch._C._scatter``, which only CUDA builds of torch have (the vendors' plugins sit on builds
+    without CUDA), so the wrapper fails at its first forward pass on the device; the module on one device is what
+    the vendors' guides port it to (several devices: DistributedDataParallel). What the wrapper added goes with
+    it: ``.module`` of the result and the ``module.`` prefix of its state_dict keys (a checkpoint saved by the
+    CUDA program loads with that prefix stripped)."""
+    t = c.target
+    call = c.parent
+    if t.neutral or t.keeps_cuda or not t.device or not isinstance(call, cst.Call) or call.func is not node:
+        return False
+    module = argument(call, 0, "module")
+    if module is None:
+        return False
+    key = _bound_to(c, call)
+    if key is not None:
+        c.state(Unwrapped).names.add(key)
+    c.report(call, "OA122", f"{c.rules['OA122'].summary}: `{q}(...)` -> the module it wraps, on one {t.device} "
+             "device (its `.module` and the `module.` prefix of its state_dict keys go with the wrapper)",
+             module.value.with_changes(lpar=(), rpar=()) if isinstance(module.value, cst.Name) else module.value)
+    return True
 
 
 def _class_tested(c: FileCheck, node: cst.CSTNode) -> bool:
