@@ -73,3 +73,45 @@ def test_a_name_of_one_function_is_not_the_same_name_of_another():
            b'def b(m, get):\n    device = get()\n    return m.to(device)\n')
     found = [(f.line, f.code, f.fix) for f in lint_source(src, Settings(target="ascend", select=("ALL",))).findings]
     assert found == [(3, "OA103", "unsafe")]
+
+
+PANNS = b"""import logging
+import torch
+def train(args, model):
+    device = torch.device('cuda') if args.cuda and torch.cuda.is_available() else torch.device('cpu')
+    if 'cuda' in str(device):
+        logging.info('Using GPU.')
+        device = 'cuda'
+    else:
+        device = 'cpu'
+    if 'cuda' in str(device):
+        model.to(device)
+"""
+
+
+def test_a_probe_of_str_of_a_device_goes_with_the_device():
+    """`'cuda' in str(device)`, device a torch.device: ported with the device (left as it was, the port would
+    never take the branch and run on the CPU)."""
+    for settings in (Settings(target="ascend"), Settings(target="ascend", unsafe_fixes=True)):
+        new = fix_source(PANNS, settings).new.decode()
+        assert "if 'npu' in str(device):" in new and "'cuda' in" not in new
+        assert "torch.device('npu')" in new and "device = 'npu'" in new
+    found = [f for f in lint_source(PANNS, Settings(target="musa")).findings if f.code == "OA105"]
+    assert [f.line for f in found] == [5, 10] and all(f.fix == "safe" for f in found)
+    # neutral: the probe has no faithful rewrite, so the device it tests is held back with it
+    new = fix_source(PANNS, Settings(target="neutral", unsafe_fixes=True)).new.decode()
+    assert "torch.device('cuda')" in new and "'cuda' in str(device)" in new
+
+
+def test_a_substring_test_of_text_stays_reported():
+    src = (b'import torch\nsome_unrelated_text = open("log").read()\nif "cuda" in some_unrelated_text:\n    pass\n'
+           b'if "cuda" in str(some_unrelated_text):\n    pass\n'
+           b'def f(x):\n    return "cuda" in str(x.device)\n')
+    settings = Settings(target="ascend", unsafe_fixes=True)
+    assert fix_source(src, settings).new == src
+    found = [f for f in lint_source(src, settings).findings if f.code == "OA105"]
+    assert [f.line for f in found] == [3, 5, 8] and all(f.fix == "suggestion" for f in found)
+    # the same test of a name bound to a device string is ported with it
+    src = b'import torch\ndevice = "cuda"\nok = "cuda" in str(device)\n'
+    expected = b'import torch\nimport torch_npu\ndevice = "npu"\nok = "npu" in str(device)\n'
+    assert fix_source(src, settings).new == expected

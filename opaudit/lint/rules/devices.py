@@ -7,7 +7,9 @@
   value, ``choices=``; a table keyed by device type (OA105); the availability idiom
   ``"cuda" if torch.cuda.is_available() else "cpu"`` (OA106).
 - Probes of a device string (OA105): ``"cuda" in device``, ``device.startswith("cuda")``,
-  ``device_type == "cuda"``.
+  ``device_type == "cuda"``, ``"cuda" in str(device)``. A substring test, a test of ``str(...)`` or of an
+  attribute ``.device`` alone does not tell a device (``"cuda" in log_line``): such a probe is rewritten only
+  where the name holds a device string or a ``torch.device``, goes where a device goes, or is a parameter.
 - ``torch.load`` without ``map_location`` (OA112), ``torch.device(0)`` and ``torch.cuda.current_device()``
   as a device (OA107), ``pin_memory("cuda")`` (OA417).
 - The data flow (``on_finish``): a probe goes with the device strings it tests, and a string kept in a name
@@ -87,6 +89,8 @@ class Devices:
     values: list[tuple[str, Report]] = field(default_factory=list)  # (name, the report of a CUDA string it is assigned)
     probes: list[tuple[str, Report, cst.CSTNode | None]] = field(default_factory=list)  # (name, report, its rewrite)
     probed_parameters: set[str] = field(default_factory=set)  # the names of probes that are their function's parameters
+    # the reports of probes that alone do not tell a device: a substring test ("cuda" in x), a test of str(x)
+    weak: set[int] = field(default_factory=set)
     names: set[str] = field(default_factory=set)  # names passed where a device goes
 
 
@@ -128,6 +132,20 @@ def _call(c: FileCheck, node: cst.Call, q: str) -> None:
                         return
                     type_only = True
             device_string(c, a.value, code, type_only=type_only, call=node, plain=q == "torch.device")
+            if q == "torch.device":
+                _device_kept(c, node, a.value)
+
+
+def _device_kept(c: FileCheck, node: cst.Call, string: cst.CSTNode) -> None:
+    """``device = torch.device("cuda") if ... else torch.device("cpu")``: the name holds a device (as one used
+    where a device goes does), and the string goes with the probes of the name (``"cuda" in str(device)``)."""
+    key = c.assigned_name(node)
+    if key is None:
+        return
+    st = c.state(Devices)
+    st.names.add(key)
+    if c.plan.reports and c.plan.reports[-1].node is string:
+        st.values.append((key, c.plan.reports[-1]))
 
 
 @on_method("to")
@@ -161,7 +179,8 @@ def _startswith(c: FileCheck, node: cst.Call, func: cst.Attribute) -> None:
     a = argument(node, 0)
     if a is not None and string_value(a.value) in ("cuda", "cuda:"):
         c.handled.add(id(a.value))
-        _compare_suggestion(c, a.value, func.value)
+        probed, weak = _probe_operand(func.value)
+        _compare_suggestion(c, a.value, probed, weak=weak)
 
 
 @on_keyword(*DEVICE_KWARGS)
@@ -464,7 +483,8 @@ def _visit_binop(c: FileCheck, node: cst.BinaryOperation) -> None:
 
 
 # -- probes of a device string ----------------------------------------------------------------------
-def _compare_suggestion(c: FileCheck, string: cst.CSTNode, probed: cst.CSTNode | None = None) -> None:
+def _compare_suggestion(c: FileCheck, string: cst.CSTNode, probed: cst.CSTNode | None = None, *,
+                        weak: bool = False) -> None:
     s = string_value(string) or ""
     t = c.target
     if t.keeps_cuda:
@@ -482,6 +502,8 @@ def _compare_suggestion(c: FileCheck, string: cst.CSTNode, probed: cst.CSTNode |
     key = c.name_key(probed) if probed is not None else None
     if key is not None and c.plan.reports and c.plan.reports[-1].node is string:
         c.state(Devices).probes.append((key, c.plan.reports[-1], new))
+        if weak:
+            c.state(Devices).weak.add(id(c.plan.reports[-1]))
         if _a_parameter(c, probed):
             c.state(Devices).probed_parameters.add(key)
 
@@ -501,17 +523,32 @@ def _a_parameter(c: FileCheck, probed: cst.CSTNode | None) -> bool:
     return not rebinds(function, probed.value)
 
 
-def _probed(node: cst.Comparison, string: cst.CSTNode) -> cst.CSTNode | None:
-    """The value a one-operator comparison tests against a device string: ``device`` in ``"cuda" in device``
-    or ``device_type == "cuda"``."""
+def _probed(node: cst.Comparison, string: cst.CSTNode) -> tuple[cst.CSTNode | None, bool]:
+    """The value a one-operator comparison tests against a device string: ``device`` in ``"cuda" in device``,
+    ``"cuda" in str(device)`` or ``device_type == "cuda"``; and whether the test alone does not tell that it holds
+    a device (a substring test, or one of ``str(...)``: ``"cuda" in log_line`` is text)."""
     if len(node.comparisons) != 1 or not isinstance(node.comparisons[0].operator, (
             cst.Equal, cst.NotEqual, cst.In, cst.NotIn, cst.Is, cst.IsNot)):
-        return None
+        return None, False
     left, right = node.left, node.comparisons[0].comparator
     other = right if left is string else left if right is string else None
-    if isinstance(other, cst.Attribute) and other.attr.value in ("type", "device"):
-        return None  # a tensor's device (x.device.type == "cuda"): whether any accelerator is meant is a judgement
-    return other if isinstance(other, (cst.Name, cst.Attribute)) else None
+    probed, weak = _probe_operand(other)
+    return probed, weak or isinstance(node.comparisons[0].operator, (cst.In, cst.NotIn))
+
+
+def _probe_operand(other: cst.CSTNode | None) -> tuple[cst.CSTNode | None, bool]:
+    """The name a probe tests (``device`` of ``device`` or ``str(device)``), or None; and whether the test alone
+    does not tell that the name holds a device: one of ``str(...)``, or of an attribute ``.device`` (``args.device``
+    or a tensor's). A tensor's device type (``x.device.type``) is no probe: any accelerator may be meant."""
+    through_str = isinstance(other, cst.Call) and isinstance(other.func, cst.Name) and other.func.value == "str" \
+        and len(other.args) == 1 and other.args[0].keyword is None and not other.args[0].star
+    if through_str:
+        assert isinstance(other, cst.Call)
+        other = other.args[0].value
+    if isinstance(other, cst.Attribute) and other.attr.value == "type":
+        return None, through_str
+    weak = through_str or isinstance(other, cst.Attribute) and other.attr.value == "device"
+    return (other if isinstance(other, (cst.Name, cst.Attribute)) else None), weak
 
 
 @on(cst.Comparison)
@@ -523,7 +560,8 @@ def _visit_comparison(c: FileCheck, node: cst.Comparison) -> None:
         if DEVICE.fullmatch(s) or s == "cuda:":
             c.handled.add(id(op))
             if c.on("OA105"):
-                _compare_suggestion(c, op, _probed(node, op))
+                probed, weak = _probed(node, op)
+                _compare_suggestion(c, op, probed, weak=weak)
 
 
 def _availability_idiom(c: FileCheck, node: cst.IfExp) -> tuple[cst.SimpleString, cst.SimpleString] | None:
@@ -625,15 +663,21 @@ def _device_flow(c: FileCheck) -> None:
                     if new is not None:
                         r.fix = "safe"
             continue
+        # a parameter's value comes from its callers, whose device strings the port rewrites (in this file or
+        # another): the probe follows them, and left alone it would turn false on the target
+        parameters = all(probe for _, _, probe in members) and root in parameter_roots
+        if all(probe and id(r) in st.weak for r, _, probe in members) and root not in reached and not parameters:
+            # substring tests and tests of str(...) alone, of a name that holds no device string and goes where no
+            # device goes: "cuda" in log_line is text
+            for r, _, _ in members:
+                r.message += " (not rewritten: nothing shows that the value tested holds a device)"
+            continue
         if any(new is None for _, new, _ in members):
             for r, _, _ in members:
                 if r.replacement is not None:
                     r.suggestion, r.replacement = node_code(r.replacement), None
                 r.message += " (not rewritten: a device string it goes with has no rewrite here)"
             continue
-        # a parameter's value comes from its callers, whose device strings the port rewrites (in this file or
-        # another): the probe follows them, and left alone it would turn false on the target
-        parameters = all(probe for _, _, probe in members) and root in parameter_roots
         cls = "safe" if root in reached or parameters else "unsafe"
         for r, new, probe in members:
             r.replacement, r.fix, r.suggestion = new, cls, None
