@@ -115,3 +115,15 @@ def test_a_substring_test_of_text_stays_reported():
     src = b'import torch\ndevice = "cuda"\nok = "cuda" in str(device)\n'
     expected = b'import torch\nimport torch_npu\ndevice = "npu"\nok = "npu" in str(device)\n'
     assert fix_source(src, settings).new == expected
+
+
+def test_a_prefix_test_of_a_device_attribute_is_of_a_device_string():
+    """`opt.device.startswith("cuda")` (allanj/pytorch_neural_crf trainer.py's set_seed): only a string has
+    startswith (a tensor's .device has none), so opt.device holds a device string and the test is ported with the
+    branch it guards; `str(x.device).startswith("cuda")` keeps its doubt."""
+    src = (b'import torch\ndef set_seed(opt, seed):\n    if opt.device.startswith("cuda"):\n'
+           b'        torch.cuda.manual_seed(seed)\n')
+    new = fix_source(src, Settings(target="ascend", unsafe_fixes=True)).new
+    assert b'opt.device.startswith("npu")' in new and b"torch.npu.manual_seed(seed)" in new
+    doubt = b'def f(x):\n    return str(x.device).startswith("cuda")\n'
+    assert fix_source(doubt, Settings(target="ascend", unsafe_fixes=True)).new == doubt

@@ -180,6 +180,9 @@ def _startswith(c: FileCheck, node: cst.Call, func: cst.Attribute) -> None:
     if a is not None and string_value(a.value) in ("cuda", "cuda:"):
         c.handled.add(id(a.value))
         probed, weak = _probe_operand(func.value)
+        # a value with a startswith method is a string already (a tensor's .device has none): `opt.device` then
+        # holds a device string; only str(...) of something leaves the doubt
+        weak = weak and isinstance(func.value, cst.Call)
         _compare_suggestion(c, a.value, probed, weak=weak)
 
 
