@@ -127,3 +127,15 @@ def test_a_prefix_test_of_a_device_attribute_is_of_a_device_string():
     assert b'opt.device.startswith("npu")' in new and b"torch.npu.manual_seed(seed)" in new
     doubt = b'def f(x):\n    return str(x.device).startswith("cuda")\n'
     assert fix_source(doubt, Settings(target="ascend", unsafe_fixes=True)).new == doubt
+
+
+def test_the_device_type_of_a_device_name_goes_with_the_device():
+    """`device.type == "cuda"` of a name bound to torch.device("cuda" ...): ported with the device (left as it was,
+    the port's `use_amp = device.type == "cuda"` turns mixed precision off on the target and skips what the branch
+    does); a tensor's `x.device.type` stays a judgement."""
+    src = (b'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+           b'use_amp = device.type == "cuda"\n'
+           b'def step(x):\n    return x.device.type == "cuda"\n')
+    new = fix_source(src, Settings(target="ascend")).new
+    assert b'use_amp = device.type == "npu"' in new and b'torch.device("npu" if torch.npu.is_available()' in new
+    assert b'return x.device.type == "cuda"' in new

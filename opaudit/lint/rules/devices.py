@@ -549,7 +549,10 @@ def _probe_operand(other: cst.CSTNode | None) -> tuple[cst.CSTNode | None, bool]
         assert isinstance(other, cst.Call)
         other = other.args[0].value
     if isinstance(other, cst.Attribute) and other.attr.value == "type":
-        return None, through_str
+        # `device.type` of a name: a test of the name's device (weak: ported only where the name holds one, as
+        # `device = torch.device("cuda" ...)`); a tensor's `x.device.type` (or any other attribute's) stays a
+        # judgement
+        return (other.value, True) if isinstance(other.value, cst.Name) else (None, through_str)
     weak = through_str or isinstance(other, cst.Attribute) and other.attr.value == "device"
     return (other if isinstance(other, (cst.Name, cst.Attribute)) else None), weak
 
