@@ -671,6 +671,12 @@ def verify_heldout5() -> Bench:
                       ("verify_heldout5_rerun", "the thirteen failures, rerun after the fixes (not held out)"))
 
 
+def verify_heldout6() -> Bench:
+    return _later_set(6, "sixth", "time-series forecasting with and without AMP, sequential and knowledge-graph "
+                      "recommendation, LoRA fine-tuning and fp16 pretraining of a small GPT, BERT pretraining and "
+                      "classification, GCNs, imitation learning, GANs", "the first five sets")
+
+
 def benchmarks() -> list[Bench]:
     return [
         tracer_cpu(),
@@ -711,6 +717,7 @@ def benchmarks() -> list[Bench]:
         verify_heldout3(),
         verify_heldout4(),
         verify_heldout5(),
+        verify_heldout6(),
     ]
 
 
