@@ -219,7 +219,8 @@ def verify(script: str, argv: list[str] | None, settings: Settings, *, paths: li
         tmpdir = Path(tmp)
         original = tmpdir / "original" / root.name
         _copy_tree(root, original)
-        cpu_argv = on_cpu(argv or [], target)
+        args = list(argv or [])
+        cpu_argv = on_cpu(args, target)
         reference = _start(tmpdir, "reference", _moved(script_path, root, original), cpu_argv,
                            _moved(cwd, root, original), original, None, root)
         try:
@@ -238,7 +239,7 @@ def verify(script: str, argv: list[str] | None, settings: Settings, *, paths: li
                         dest.write_bytes(res.new or b"")
                 port_paths = [str(_moved(Path(p), root, port_root)) for p in paths]
             left = run(port_paths, settings, jobs=jobs)  # the port as it now is
-            port_argv = on_target(argv or [], target) if rewrite else list(argv or [])
+            port_argv = on_target(args, target) if rewrite else args
             port = _start(tmpdir, "port", _moved(script_path, root, port_root), port_argv,
                           _moved(cwd, root, port_root), port_root, vendor, None if in_place else root)
             port_result = _finish(port, timeout)
@@ -250,9 +251,9 @@ def verify(script: str, argv: list[str] | None, settings: Settings, *, paths: li
                     port_result[key] = port_result[key].replace(str(port_root), str(root))
         ran_lines = {f: set(lines) for f, lines in port_result.get("lines", {}).items()}
         device = (port_result.get("stats") or {}).get("device") or target.device  # xpu is rehearsed as xpusim
-        v = Verification(vendor, str(script), list(argv or []), fixed, ref_result, port_result, device=device,
-                         in_place=in_place, reference_argv=cpu_argv if cpu_argv != list(argv or []) else None,
-                         port_argv=port_argv if port_argv != list(argv or []) else None)
+        v = Verification(vendor, str(script), args, fixed, ref_result, port_result, device=device,
+                         in_place=in_place, reference_argv=cpu_argv if cpu_argv != args else None,
+                         port_argv=port_argv if port_argv != args else None)
         for f in left.findings:
             if not f.blocking or not is_cuda_use(f.code):
                 continue
@@ -310,8 +311,7 @@ def on_target(argv: list[str], target: Any) -> list[str]:
     cuda:0``, ``--device=cuda``) names the target's device (``npu:0``), one that names NCCL the target's collective
     backend, as `fix` rewrote the same strings in the code (an argparse ``choices`` list, a default) the
     arguments are checked against. Values that name the target already, or anything else, stay."""
-    return _mapped(argv, {"cuda"}, target.device, {"nccl"} if target.dist_backend else set(),
-                   target.dist_backend or "nccl")
+    return _mapped(argv, {"cuda"}, target.device, {"nccl"}, target.dist_backend or "nccl")
 
 
 def _mapped(argv: list[str], devices: set[str], device: str, backends: set[str], backend: str) -> list[str]:

@@ -240,9 +240,10 @@ def _holder(c: FileCheck, node: cst.CSTNode) -> str | None:
 
 
 def _bound_to(c: FileCheck, call: cst.Call) -> str | None:
-    """The name ``call``'s value is assigned to, through method calls on it (``nn.DataParallel(m).cuda()``)."""
+    """The name ``call`` (the walk's parent node) is assigned to, through method calls on it
+    (``nn.DataParallel(m).cuda()``)."""
     child: cst.CSTNode = call
-    for parent in reversed(c.stack[:-1] if c.stack and c.stack[-1] is call else c.stack):
+    for parent in reversed(c.stack[:-1]):
         if isinstance(parent, cst.Assign):
             return _holder(c, parent.targets[0].target) if len(parent.targets) == 1 and parent.value is child \
                 else None
@@ -303,7 +304,7 @@ def _unwrap_data_parallel(c: FileCheck, node: cst.CSTNode, q: str) -> bool:
         c.state(Unwrapped).names.add(key)
     c.report(call, "OA122", f"{c.rules['OA122'].summary}: `{q}(...)` -> the module it wraps, on one {t.device} "
              "device (its `.module` and the `module.` prefix of its state_dict keys go with the wrapper)",
-             module.value.with_changes(lpar=(), rpar=()) if isinstance(module.value, cst.Name) else module.value)
+             module.value)
     return True
 
 
@@ -394,7 +395,7 @@ def _profiler_call(node: cst.Call, q: str | None) -> bool:
     is not resolved, of something named ``profile``: the program's own ``use_cuda=`` (a loss, a model, a data
     loader taking the flag) is its own business."""
     if q is not None:
-        return q.startswith(("torch.autograd.profiler.", "torch.profiler.", "torch.autograd.profile"))
+        return q.startswith(("torch.autograd.profile", "torch.profiler."))  # (and torch.autograd.profiler.*)
     func = node.func
     return (func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)) == "profile"
 
