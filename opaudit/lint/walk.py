@@ -402,11 +402,16 @@ class FileCheck:
 
     def name_key(self, node: cst.CSTNode) -> str | None:
         """The name a device value is kept in (``device``, ``args.device``), qualified by the function that
-        binds it where a parameter or local of that function holds it."""
+        binds it where a parameter or local of that function holds it; ``self.device`` by the class whose methods
+        read it (one attribute of its objects, whatever method binds or reads it)."""
         d = dotted(node)
         if d is None or isinstance(node, cst.Call):
             return None
         root = d.split(".")[0]
+        if root == "self" and "." in d:
+            owner = next((n for n in reversed(self.stack) if isinstance(n, cst.ClassDef)), None)
+            if owner is not None:
+                return f"class:{id(owner)}:{d}"
         for i in range(len(self.shadows) - 1, -1, -1):
             if root in self.shadows[i]:
                 return f"{i}:{id(self.shadows[i])}:{d}"

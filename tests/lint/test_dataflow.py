@@ -139,3 +139,31 @@ def test_the_device_type_of_a_device_name_goes_with_the_device():
     new = fix_source(src, Settings(target="ascend")).new
     assert b'use_amp = device.type == "npu"' in new and b'torch.device("npu" if torch.npu.is_available()' in new
     assert b'return x.device.type == "cuda"' in new
+
+
+def test_a_test_that_guards_a_ported_move_goes_with_it():
+    """`m.cuda() if self.device.type == "cuda" else m` (Time-Series-Library's wavelet layers, whose device comes
+    from another file): the test guards the `.cuda()` the port rewrites, so it is ported with it, else the branch
+    would be false on the target and the ported move would never run; the same attribute read in another method
+    of the class goes with it. A test that guards no move, of a value nothing shows is a device, is not rewritten."""
+    src = (b'import torch.nn as nn\n'
+           b'class M(nn.Module):\n'
+           b'    def __init__(self, device):\n'
+           b'        super().__init__()\n'
+           b'        self.device = device\n'
+           b'        self.l = nn.Linear(2, 2).cuda() if self.device.type == "cuda" else nn.Linear(2, 2)\n'
+           b'    def forward(self, x):\n'
+           b'        if self.device.type == "cuda":\n'
+           b'            print("gpu")\n'
+           b'        return self.l(x)\n'
+           b'class N(nn.Module):\n'
+           b'    def forward(self, x):\n'
+           b'        if self.device.type == "cuda":\n'
+           b'            print("gpu")\n'
+           b'        return x\n')
+    new = fix_source(src, Settings(target="ascend")).new
+    assert b'nn.Linear(2, 2).npu() if self.device.type == "npu" else' in new
+    assert new.count(b'self.device.type == "npu"') == 2 and new.count(b'self.device.type == "cuda"') == 1
+    unguarded = src.replace(b'nn.Linear(2, 2).cuda() if self.device.type == "cuda" else nn.Linear(2, 2)',
+                            b'nn.Linear(2, 2)')
+    assert fix_source(unguarded, Settings(target="ascend", unsafe_fixes=True)).new == unguarded

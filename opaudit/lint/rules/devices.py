@@ -92,6 +92,9 @@ class Devices:
     # the reports of probes that alone do not tell a device: a substring test ("cuda" in x), a test of str(x)
     weak: set[int] = field(default_factory=set)
     names: set[str] = field(default_factory=set)  # names passed where a device goes
+    # the reports of probes that are the test of an `if` or a conditional expression: the id of the branch the test
+    # selects when true (`x.cuda() if self.device.type == "cuda" else x`)
+    guards: dict[int, int] = field(default_factory=dict)
 
 
 # -- device positions ----------------------------------------------------------------------------------
@@ -509,6 +512,9 @@ def _compare_suggestion(c: FileCheck, string: cst.CSTNode, probed: cst.CSTNode |
             c.state(Devices).weak.add(id(c.plan.reports[-1]))
         if _a_parameter(c, probed):
             c.state(Devices).probed_parameters.add(key)
+        parent = c.stack[-1] if c.stack else None
+        if isinstance(parent, (cst.If, cst.IfExp)) and parent.test is c.current:
+            c.state(Devices).guards[id(c.plan.reports[-1])] = id(parent.body)
 
 
 def _a_parameter(c: FileCheck, probed: cst.CSTNode | None) -> bool:
@@ -552,7 +558,10 @@ def _probe_operand(other: cst.CSTNode | None) -> tuple[cst.CSTNode | None, bool]
         # `device.type` of a name: a test of the name's device (weak: ported only where the name holds one, as
         # `device = torch.device("cuda" ...)`); a tensor's `x.device.type` (or any other attribute's) stays a
         # judgement
-        return (other.value, True) if isinstance(other.value, cst.Name) else (None, through_str)
+        # (and `self.device.type`: an attribute of the program's own object, which nn.Module does not have)
+        held = other.value
+        own = isinstance(held, cst.Attribute) and isinstance(held.value, cst.Name) and held.value.value == "self"
+        return (held, True) if isinstance(held, cst.Name) or own else (None, through_str)
     weak = through_str or isinstance(other, cst.Attribute) and other.attr.value == "device"
     return (other if isinstance(other, (cst.Name, cst.Attribute)) else None), weak
 
@@ -662,6 +671,12 @@ def _device_flow(c: FileCheck) -> None:
     reached = {find(n) for n in st.names if n in parent or find(n) in groups}
     probed_other = {find(name) for name, _, _ in st.probes if name not in st.probed_parameters}
     parameter_roots = {find(name) for name in st.probed_parameters} - probed_other
+    # a probe whose branch moves something to CUDA with a rewrite (`x.cuda() if self.device.type == "cuda" else x`)
+    # goes with that rewrite: left alone, it would be false on the target and the ported move would never run
+    moves = [r for r in c.plan.reports if r.code == "OA101" and r.replacement is not None]
+    guarding = {find(name) for name, r, _ in st.probes
+                if id(r) in st.guards and any(st.guards[id(r)] in m.ancestors or id(m.node) == st.guards[id(r)]
+                                              for m in moves)}
     for root, members in groups.items():
         if not any(probe for _, _, probe in members):
             if root in reached:  # a device string kept in a name that is used as a device
@@ -672,7 +687,8 @@ def _device_flow(c: FileCheck) -> None:
         # a parameter's value comes from its callers, whose device strings the port rewrites (in this file or
         # another): the probe follows them, and left alone it would turn false on the target
         parameters = all(probe for _, _, probe in members) and root in parameter_roots
-        if all(probe and id(r) in st.weak for r, _, probe in members) and root not in reached and not parameters:
+        if all(probe and id(r) in st.weak for r, _, probe in members) and root not in reached and not parameters \
+                and root not in guarding:
             # substring tests and tests of str(...) alone, of a name that holds no device string and goes where no
             # device goes: "cuda" in log_line is text
             for r, _, _ in members:
@@ -684,7 +700,7 @@ def _device_flow(c: FileCheck) -> None:
                     r.suggestion, r.replacement = node_code(r.replacement), None
                 r.message += " (not rewritten: a device string it goes with has no rewrite here)"
             continue
-        cls = "safe" if root in reached or parameters else "unsafe"
+        cls = "safe" if root in reached or parameters or root in guarding else "unsafe"
         for r, new, probe in members:
             r.replacement, r.fix, r.suggestion = new, cls, None
             if probe:
