@@ -12,7 +12,10 @@ receiver is known to be a torch tensor or module:
 - a name every binding of which, in the scope the use resolves to, is one of the above (a conditional
   expression counts when both its branches do: ``model = model.cuda() if cuda else model``).
 
-Anything else (an attribute, a subscript, a loop variable over a data loader, a parameter without an
+- ``self.x`` in a method, where every value the class's methods bind ``self.x`` to is one of the above
+  (``self.mean = torch.mean(x)`` ... ``self.mean = self.mean.cuda()``).
+
+Anything else (another attribute, a subscript, a loop variable over a data loader, a parameter without an
 annotation, a name declared global or nonlocal somewhere) is not known, and its fix stays unsafe.
 """
 
@@ -75,7 +78,52 @@ class Receivers:
             return None if any(k is None for k in kinds) else next((k for k in kinds if k), "")
         if isinstance(node, cst.Name):
             return self._name(node.value, stack, depth, visiting)
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+            return self._own_attribute(node.attr.value, stack, depth, visiting)
         return None
+
+    def _own_attribute(self, attr: str, stack: list[cst.CSTNode], depth: int, visiting: set[tuple[int, str]]
+                       ) -> str | None:
+        """``self.mean`` in a method: known where the methods of the class bind it, and every value they bind
+        it to is known (``self.mean = torch.mean(x)`` ... ``self.mean = self.mean.cuda()``)."""
+        if "self" in self._declared_names():
+            return None
+        at = next((i for i in range(len(stack) - 3, -1, -1) if isinstance(stack[i], cst.ClassDef)
+                   and stack[i + 1] is stack[i].body and isinstance(stack[i + 2], cst.FunctionDef)), None)
+        if at is None:
+            return None
+        cls = stack[at]
+        assert isinstance(cls, cst.ClassDef)
+        method = stack[at + 2]
+        assert isinstance(method, cst.FunctionDef)
+        params = method.params.params
+        if method.decorators or not params or params[0].name.value != "self":
+            return None
+        key = (id(cls), f"self.{attr}")
+        if key in visiting:
+            return ""  # the attribute's other bindings decide (self.mean = self.mean.cuda())
+        visiting = visiting | {key}
+        values: list[tuple[cst.CSTNode, list[cst.CSTNode]]] = []
+        for m in cls.body.body:
+            if not isinstance(m, cst.FunctionDef):
+                continue
+            for n in _walk(m.body):
+                targets = [t.target for t in n.targets] if isinstance(n, cst.Assign) else \
+                    [n.target] if isinstance(n, (cst.AnnAssign, cst.AugAssign)) else []
+                for t in targets:
+                    if isinstance(t, (cst.Tuple, cst.List)) and any(
+                            _is_own(e.value, attr) for e in t.elements):
+                        return None  # unpacked: not followed
+                    if _is_own(t, attr):
+                        if isinstance(n, cst.AugAssign) or getattr(n, "value", None) is None:
+                            return None
+                        values.append((n.value, [*stack[:at + 2], m, m.body]))
+        if not values:
+            return None
+        kinds = [self._expr(v, s, depth + 1, visiting) for v, s in values]
+        if any(k is None for k in kinds):
+            return None
+        return next((k for k in kinds if k), None)
 
     def _call(self, node: cst.Call, stack: list[cst.CSTNode]) -> str | None:
         q = self.c.qualname(node.func) or ""
@@ -351,6 +399,12 @@ def _loop_targets(target: cst.CSTNode, iterable: cst.CSTNode, add: Any, paramete
         add(target.elements[1].value.value, "loop", True)  # type: ignore[attr-defined]
         return
     _others(target, add)
+
+
+def _is_own(node: cst.CSTNode, attr: str) -> bool:
+    """Whether ``node`` is ``self.<attr>``."""
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self" and \
+        node.attr.value == attr
 
 
 def _children(node: cst.CSTNode) -> list[cst.CSTNode]:

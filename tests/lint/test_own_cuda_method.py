@@ -67,3 +67,30 @@ def test_only_what_may_be_an_instance_of_a_class_with_its_own_cuda_is_left_to_ch
     assert fixed[1] == "import torch_npu"  # (the lines below move by one)
     assert fixed[16] == "t = torch.ones(3).npu()" and fixed[18] == "m = m.npu()"
     assert fixed[14] == "s = Shadow().cuda()" and fixed[7] == "        return self.cuda()"
+
+
+NORMALIZER = (
+    "import torch\n"
+    "class Normalizer(object):\n"
+    "    def __init__(self, x, scale):\n"
+    "        self.mean = torch.mean(x, 0)\n"
+    "        self.scale = scale\n"
+    "    def cuda(self):\n"
+    "        self.mean = self.mean.cuda()\n"                        # 7: every binding of self.mean is torch's
+    "        self.scale = self.scale.cuda()\n"                      # 8: self.scale is a parameter's value
+    "        self.mean, self.other = self.mean.cuda(), None\n"
+    "class Other(object):\n"
+    "    def __init__(self, x):\n"
+    "        self.mean = torch.mean(x, 0)\n"
+    "    def cuda(self):\n"
+    "        self.mean = self.mean.cuda()\n"                        # 14: known
+)
+
+
+def test_an_attribute_of_self_is_known_where_every_binding_of_it_in_the_class_is():
+    """FEDformer's normalizers move their own statistics in their own cuda(): self.mean is bound only to torch's
+    tensors in the class's methods, so its .cuda() is a tensor's; an attribute bound to a parameter's value, or
+    unpacked from a tuple somewhere in the class, stays for a person to check."""
+    assert oa101(NORMALIZER) == {7: "report", 8: "report", 9: "report", 14: "safe"}
+    assert oa101(NORMALIZER.replace("        self.mean, self.other = self.mean.cuda(), None\n", "")) == \
+        {7: "safe", 8: "report"}
