@@ -89,7 +89,8 @@ class Receivers:
         if "self" in self._declared_names():
             return None
         at = next((i for i in range(len(stack) - 3, -1, -1) if isinstance(stack[i], cst.ClassDef)
-                   and stack[i + 1] is stack[i].body and isinstance(stack[i + 2], cst.FunctionDef)), None)
+                   and stack[i + 1] is getattr(stack[i], "body", None) and isinstance(stack[i + 2], cst.FunctionDef)),
+                  None)
         if at is None:
             return None
         cls = stack[at]

@@ -93,4 +93,4 @@ def test_an_attribute_of_self_is_known_where_every_binding_of_it_in_the_class_is
     unpacked from a tuple somewhere in the class, stays for a person to check."""
     assert oa101(NORMALIZER) == {7: "report", 8: "report", 9: "report", 14: "safe"}
     assert oa101(NORMALIZER.replace("        self.mean, self.other = self.mean.cuda(), None\n", "")) == \
-        {7: "safe", 8: "report"}
+        {7: "safe", 8: "report", 13: "safe"}
