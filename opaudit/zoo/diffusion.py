@@ -34,7 +34,9 @@ TOKENS = 16  # latent tokens, where the latents are a sequence
 FRAMES = (2, 5, 1, 9, 8, 4)  # video frames to try: even for a temporal patch of 2, 1 + 4k for a causal VAE
 SAMPLES = (4096, 2048, 1024, 64)  # waveform samples to try (an audio VAE's hop length must divide them)
 OMIT = object()  # an optional input left out
-TRIES = 40  # dry runs at most, for a model's inputs (the same picks on any machine)
+TRIES = 200  # dry runs at most, for a model's inputs (the same picks on any machine)
+REAL_TRIES = 16  # of which run for real on the CPU, where meta cannot decide or was wrong (a cut model: a second or
+# less each)
 
 # roles by parameter name: the first pattern that matches the whole name
 ROLES: tuple[tuple[str, str], ...] = (
@@ -42,9 +44,9 @@ ROLES: tuple[tuple[str, str], ...] = (
     (r"(controlnet_cond|control_context|controlnet_cond_image|control_image|cond_image|conditioning_image)", "cond"),
     (r"(sample|hidden_states|x|z|latents?|z_latent|inputs_embeds|mel|"
      r"(\w+_)?latents|input_img_latents|controls_latents)", "latent"),
-    (r"(timesteps?|t|timestep_(r|ratio|img|text|\d)|r_timestep|\w+_timesteps?|\w+_time|fps|seconds)", "time"),
+    (r"(timesteps?|t|timestep_(r|ratio|img|text|\d)|r_timestep|\w+_timesteps?|\w+_time|fps|(\w+_)?seconds)", "time"),
     (r"(\w+_)?(attention_mask|mask)", "mask"),
-    (r"(pooled_projections|pooled_text_emb|clip_text_pooled|text_embeds|image_embeds|proj_embedding|"
+    (r"(pooled_projections|pooled_text_emb|clip_text_pooled|text_embeds|image_embeds|image_embeddings|proj_embedding|"
      r"global_hidden_states|pooled_\w+|\w+_pooled)", "pooled"),
     (r"(encoder_hidden_states(_\w+)?|\w+_hidden_states|hidden_states_\d|prompt_embeds|cap_feats|text_bth|\w+_embeds|"
      r"encoder_hidden_states_t5)", "text"),
@@ -54,6 +56,13 @@ ROLES: tuple[tuple[str, str], ...] = (
     (r"guidance", "guidance"),
     (r"(controlnet_mode|control_mode)", "mode"),
     (r"(img_shapes|\w+_shapes|video_fhw)", "shapes"),
+    (r"(\w+_)?(lens|lengths|seq_lens)", "lengths"),
+    (r"(added_time_ids|add_time_ids|micro_conds?)", "micro"),
+    (r"control_type", "control_type"),
+    (r"control_type_idx", "control_index"),
+    (r"position_ids", "positions"),
+    (r"(segment_ids|indicator|token_type_ids)", "segments"),
+    (r"(style|class_labels|\w+_labels?)", "label"),
 )
 
 # configuration fields that name a width of the text (or other condition) the model attends to, the likeliest first
@@ -246,7 +255,8 @@ def _config_ints(config: dict[str, Any], keys: tuple[str, ...], like: str = "") 
 
     words = [w for w in like.split("_") if w not in ("hidden", "states", "embeds", "encoder", "")]
     for k in config:
-        if words and any(w in k for w in words) and k.endswith(("_dim", "_channels", "_size", "_features")):
+        if words and any(w in k and k.removesuffix(f"_{w}").endswith(("_dim", "_channels", "_size", "_features"))
+                         for w in words):  # lyric_hidden_dim, cross_attention_dim_t5
             add(config[k])
     for k in keys:
         add(config.get(k))
@@ -295,6 +305,12 @@ def _candidates(name: str, p: inspect.Parameter, cls: type, config: dict[str, An
         tokens = [torch.randn(BATCH, TOKENS, ch, generator=g) for ch in packed_widths]
         wave = [torch.randn(BATCH, ch, n, generator=g) for n in SAMPLES for ch in dict.fromkeys((1, 2, c))] + \
             [torch.randn(BATCH, n, c, generator=g) for n in (64, 16)]
+        # last: tokens of any other width the configuration names (an image encoder's hidden size, Redux's
+        # 1152), and one vector per example (a prior's image embedding)
+        others = [v for k, v in config.items() if _int(v) and 1 < v <= 8192 and v not in packed_widths
+                  and re.search(r"(_dim|_size|_features|_channels)$", k) and k not in _SIZES]
+        wide = [torch.randn(BATCH, TOKENS, d, generator=g) for d in dict.fromkeys(others)]
+        flat = [torch.randn(BATCH, d, generator=g) for d in dict.fromkeys([*packed_widths, *others])]
         if packed:
             out = tokens + image + video
         elif _video(cls, config):
@@ -303,6 +319,7 @@ def _candidates(name: str, p: inspect.Parameter, cls: type, config: dict[str, An
             out = wave + tokens + image
         else:
             out = image + video + tokens + wave
+        out += wide + flat
     elif r == "cond":
         cond = int(config.get("conditioning_channels") or config.get("in_channels") or 3)
         blocks = config.get("block_out_channels") or ()
@@ -320,17 +337,29 @@ def _candidates(name: str, p: inspect.Parameter, cls: type, config: dict[str, An
         out = [torch.ones(BATCH, WORDS, dtype=torch.long), torch.ones(BATCH, WORDS, dtype=torch.bool)]
         if "padding" in name or name in ("img_mask", "condition_mask"):
             out = [torch.ones(BATCH, TOKENS, dtype=torch.bool), *out]
+        if re.search(r"padding|condition", name):
+            # a mask laid over the latents, one channel concatenated to theirs (Cosmos' padding and condition
+            # masks, SparseCtrl's conditioning mask): an image's or a video's layout
+            h, w = _hw(config)
+            out += [torch.zeros(BATCH, 1, h, w), torch.zeros(1, 1, h, w)] + \
+                [torch.zeros(BATCH, 1, f, h, w) for f in FRAMES[:3]]
     elif r == "text":
         widths = _config_ints(config, _TEXT_WIDTHS, name) + [768, 4096]
         lengths = [WORDS] + [v for k, v in config.items() if _int(v) and 0 < v <= 512 and re.search(
             r"(text|caption|max)_(seq_)?len|sequence_length|text_tokens", k)]
         out = [torch.randn(BATCH, n, d, generator=g) for d in dict.fromkeys(widths) for n in dict.fromkeys(lengths)]
+        # a text encoder's hidden states of several layers at once, (batch, words, layers, width), where the
+        # model names how many of its layers it fuses (Krea 2's num_text_layers)
+        layers = [v for k, v in config.items() if _int(v) and 1 < v <= 64 and re.fullmatch(r"num_text_\w*layers", k)]
+        out += [torch.randn(BATCH, WORDS, n, d, generator=g) for n in layers for d in dict.fromkeys(widths[:2])]
     elif r == "pooled":
         widths = _config_ints(config, _POOLED_WIDTHS, name) + _config_ints(config, _TEXT_WIDTHS) + [768]
         out = [torch.randn(BATCH, d, generator=g) for d in dict.fromkeys(widths)] + \
             [torch.randn(BATCH, 1, d, generator=g) for d in dict.fromkeys(widths)]
     elif r == "size":
-        out = [torch.tensor([[float(h * 8), float(w * 8)]] * BATCH), torch.zeros(BATCH, 2)]
+        out = [torch.tensor([[float(h * 8), float(w * 8)]] * BATCH), torch.zeros(BATCH, 2),
+               # an image's sizes together: original, target and crop corner (HunyuanDiT's image_meta_size)
+               torch.tensor([[float(h * 8), float(w * 8)] * 2 + [0.0, 0.0]] * BATCH)]
     elif r == "ids_grid":
         axes = config.get("axes_dims_rope")
         cols = len(axes) if isinstance(axes, (list, tuple)) and axes else 3
@@ -345,6 +374,28 @@ def _candidates(name: str, p: inspect.Parameter, cls: type, config: dict[str, An
     elif r == "shapes":  # (frames, rows, columns) of each example's latent tokens: TOKENS of them
         side = int(TOKENS ** 0.5)
         out = [[[(1, side, side)]] * BATCH, [(1, side, side)] * BATCH]
+    elif r == "lengths":  # each example's text length, as a pipeline counts its padded prompt: all WORDS
+        out = [torch.full((BATCH,), WORDS, dtype=torch.long), [WORDS] * BATCH]
+    elif r == "micro":
+        # micro-conditions, one number each (SVD's fps, motion bucket and noise strength; aMUSEd's size, crop and
+        # aesthetic score), embedded one by one: how many, the dry runs pick
+        out = [torch.full((BATCH, n), 6.0) for n in (3, 5, 6, 2, 1, 4)]
+    elif r == "control_type":  # which of the union's control types the condition is: a one-hot row each
+        kinds = int(config.get("num_control_type") or 6)
+        out = [torch.nn.functional.one_hot(torch.zeros(BATCH, dtype=torch.long), kinds).float()]
+    elif r == "control_index":
+        out = [[0]]
+    elif r == "positions":  # a rotary position per token and axis: zeros are valid positions of any grid
+        axes = config.get("axes_dims_rope") or config.get("axes_dim") or config.get("rope_axes_dim")
+        cols = len(axes) if isinstance(axes, (list, tuple)) and axes else 3
+        out = [torch.zeros(n, cols, dtype=torch.long) for n in (WORDS + TOKENS, TOKENS)] + \
+            [torch.zeros(BATCH, n, cols, dtype=torch.long) for n in (WORDS + TOKENS, TOKENS)] + \
+            [torch.zeros(cols, BATCH, n, dtype=torch.long) for n in (WORDS + TOKENS, TOKENS)] + \
+            [torch.zeros(BATCH, n, dtype=torch.long) for n in (WORDS + TOKENS, WORDS, TOKENS)]
+    elif r == "segments":  # a label per token (its sample's segment, text or image): one label for all is valid
+        out = [torch.ones(BATCH, n, dtype=torch.long) for n in (WORDS + TOKENS, TOKENS, WORDS)]
+    elif r == "label":  # a class index per example (HunyuanDiT's style, a UNet's class labels): the first class
+        out = [torch.zeros(BATCH, dtype=torch.long)]
     elif r == "mode":
         out = [torch.zeros(BATCH, dtype=torch.long), None]
     elif r == "guidance" and (config.get("guidance_embeds") or p.default is inspect.Parameter.empty):
@@ -357,6 +408,40 @@ def _params(cls: type) -> dict[str, inspect.Parameter]:
             if k != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
 
 
+# what torch says where a forward fails only because its tensors are on meta (no data, no meta kernel, an op that
+# refuses the meta device): meta cannot decide whether the inputs fit. A shape error names the meta tensor's type
+# (``expand(MetaFloatType{[2, 1]}, ...)``) and is an answer.
+_META_ONLY = ("meta tensor", "meta device", "'meta' backend", "meta kernel", "on meta")
+
+
+def meta_only(error: str) -> bool:
+    """Whether a dry run's ``error`` is meta's, not the inputs' (:data:`_META_ONLY`, the data reads of
+    opaudit.tracing.modes.needs_data)."""
+    from opaudit.tracing.modes import needs_data
+
+    text = error.lower()
+    return needs_data(error) or any(m in text for m in _META_ONLY)
+
+
+def _real(model: Any) -> bool:
+    """Whether ``model`` holds real parameters on the CPU (a dry run of it for real costs only time), none on
+    meta: a model built on meta for its measure is not run."""
+    params = list(model.parameters()) if model is not None else []
+    return bool(params) and all(p.device.type == "cpu" for p in params)
+
+
+def _counter(count: list[int]) -> Any:
+    """A dispatch mode that counts the ops run under it in ``count[0]``."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            count[0] += 1
+            return func(*args, **(kwargs or {}))
+
+    return Count
+
+
 class _Reach:
     """Dry runs of a model on meta tensors: whether the forward ran, and how many ops it ran before it stopped
     (a candidate input that gets further is the better one). The meta model is ``model``'s twin, or where it
@@ -366,6 +451,8 @@ class _Reach:
         self.model, self.make = model, make
         self._meta: Any = None
         self.error = ""
+        self.real = 0  # dry runs made for real, where meta could not decide
+        self.only_real = False  # meta let through what the real run refused: the rest of the search is real
 
     def _twin(self) -> Any:
         import torch
@@ -387,16 +474,16 @@ class _Reach:
 
     def reach(self, inputs: dict[str, Any]) -> tuple[bool | None, int]:
         import torch
-        from torch.utils._python_dispatch import TorchDispatchMode
 
         if self.model is None:
             return None, 0
         count = [0]
-
-        class Count(TorchDispatchMode):
-            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-                count[0] += 1
-                return func(*args, **(kwargs or {}))
+        Count = _counter(count)
+        if self.only_real:
+            if self.real >= REAL_TRIES:
+                return False, 0
+            self.real += 1
+            return self._real_reach(inputs, Count, count)
 
         from torch.utils import _pytree as pytree
 
@@ -407,7 +494,54 @@ class _Reach:
                 model(**meta)
         except Exception as e:  # noqa: BLE001 - a failure is the answer
             self.error = f"{type(e).__name__}: {e}"
-            return (None if "meta" in str(e).lower() else False), count[0]
+            if not meta_only(self.error):
+                return False, count[0]
+            if self.real < REAL_TRIES and _real(self.model):
+                # meta cannot decide (the forward reads a value, an op has no meta kernel): the same inputs
+                # for real, on the model as built, small after --shrink
+                self.real += 1
+                return self._real_reach(inputs, Count, count)
+            return None, count[0]
+        return True, count[0]
+
+    def reach_real(self, inputs: dict[str, Any]) -> tuple[bool | None, int]:
+        """A dry run of the model as built, for real."""
+        count = [0]
+        return self._real_reach(inputs, _counter(count), count)
+
+    def backprops(self, inputs: dict[str, Any]) -> bool | None:
+        """Whether the forward's output on ``inputs`` has a float tensor that requires grad (a training step
+        has something to backpropagate), on meta; None where meta cannot run it."""
+        import torch
+        from torch.utils import _pytree as pytree
+
+        try:
+            model = self._twin()
+            meta = pytree.tree_map(lambda v: v.to("meta") if isinstance(v, torch.Tensor) else v, inputs)
+            with torch.enable_grad():
+                out = model(**meta)
+        except Exception:  # noqa: BLE001 - no answer
+            return None
+        leaves = pytree.tree_leaves(out.to_tuple() if hasattr(out, "to_tuple") else out)
+        return any(isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad for t in leaves)
+
+    def _real_reach(self, inputs: dict[str, Any], count_mode: Any, count: list[int]) -> tuple[bool | None, int]:
+        import torch
+
+        count[0] = 0
+        modes = [(m, m.training) for m in self.model.modules()]
+        rng = torch.random.get_rng_state()
+        self.model.eval()
+        try:
+            with torch.no_grad(), count_mode():
+                self.model(**inputs)
+        except Exception as e:  # noqa: BLE001 - a failure is the answer
+            self.error = f"{type(e).__name__}: {e}"
+            return False, count[0]
+        finally:
+            for m, training in modes:
+                m.training = training
+            torch.random.set_rng_state(rng)
         return True, count[0]
 
 
@@ -447,26 +581,63 @@ def diffusers_inputs(cls: Any, config: dict[str, Any], model: Any = None,
     probe.reach(inputs(picks))  # once first: what a model computes on its first call only (caches) not counted
     best = probe.reach(inputs(picks))
     budget = TRIES
-    for _ in range(2):  # rounds: an input's pick can depend on another's
-        if best[0] is not False or budget <= 0:
-            break
-        changed = False
-        for k in choices:
-            for i in range(len(choices[k])):
-                if i == picks[k] or budget <= 0:
-                    continue
-                trial = {**picks, k: i}
-                got = probe.reach(inputs(trial))
-                budget -= 1
-                if got[0] is not False or got[1] > best[1]:  # it ran, or got further before it failed
-                    picks, best, changed = trial, got, True
-                    if got[0] is not False:
-                        break
-            if best[0] is not False:
+    # a second start where the first fails: every optional second latent or condition left out at once (an
+    # inpainting or a control latent is concatenated to the main one on channels: the first layer takes them
+    # all or none, so one left out alone never runs)
+    extra = {k: len(c) - 1 for k, c in choices.items() if c[-1] is OMIT and role(k) in ("latent", "cond")
+             and picks[k] != len(c) - 1}
+    if best[0] is False and extra:
+        trial = {**picks, **extra}
+        got = probe.reach(inputs(trial))
+        budget -= 1
+        if got[0] is not False or got[1] > best[1]:
+            picks, best = trial, got
+    def search(picks: dict[str, int], best: tuple[bool | None, int], budget: int) -> tuple[dict[str, int], Any]:
+        for _ in range(3):  # rounds: an input's pick can depend on another's
+            if best[0] is not False or budget <= 0:
                 break
-        if not changed:
-            break
-    return inputs(picks)
+            changed = False
+            for k in choices:
+                for i in range(len(choices[k])):
+                    if i == picks[k] or budget <= 0:
+                        continue
+                    trial = {**picks, k: i}
+                    got = probe.reach(inputs(trial))
+                    budget -= 1
+                    if got[0] is not False or got[1] > best[1]:  # it ran, or got further before it failed
+                        picks, best, changed = trial, got, True
+                        if got[0] is not False:
+                            break
+                if best[0] is not False:
+                    break
+            if not changed:
+                break
+        return picks, best
+
+    picks, best = search(picks, best, budget)
+    if best[0] is not False and _real(model) and probe.real < REAL_TRIES:
+        # what meta let through, checked once for real: a meta kernel checks shapes, not always dtypes (an
+        # integer timestep into a Linear); where the real run fails, the search goes on for real
+        probe.real += 1
+        checked = probe.reach_real(inputs(picks))
+        if checked[0] is False:
+            probe.only_real = True
+            picks, best = search(picks, checked, REAL_TRIES - probe.real)
+    if best[0] is True and probe.backprops(inputs(picks)) is False:
+        # the forward runs but nothing it returns depends on a parameter (a projection that is the identity
+        # for the text and embeds only the optional numbers): the first optional input left out that makes
+        # the output one a training step can backpropagate is given
+        for k, c in choices.items():
+            if c[picks[k]] is not OMIT:
+                continue
+            trial = {**picks, k: next(i for i, v in enumerate(c) if v is not OMIT)}
+            if probe.reach(inputs(trial))[0] is True and probe.backprops(inputs(trial)):
+                picks = trial
+                break
+    made = inputs(picks)
+    if inner is not None and "return_dict" in _params(cls):
+        made["return_dict"] = False  # a wrapper unpacks each model's output as a tuple only so
+    return made
 
 
 __all__ = ["ROLES", "builder", "class_defaults", "diffusers_inputs", "required_arguments", "role", "wrapped_class"]

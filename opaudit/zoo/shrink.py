@@ -201,6 +201,8 @@ _DIFFUSERS_LAYERS = ("num_layers", "layers_per_block", "num_single_layers", "num
                      "num_decoder_layers", "num_mid_layers", "num_context_refiner_layers", "num_noise_refiner_layers",
                      "num_res_blocks", "depth")
 _DIFFUSERS_HEADS = ("num_attention_heads",)
+# grouped-query attention's key and value heads: at most the heads left, so that they still divide them
+_DIFFUSERS_KV_HEADS = ("num_kv_heads", "num_key_value_heads", "num_attention_kv_heads")
 
 
 def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
@@ -229,6 +231,10 @@ def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
                 for name, v in params.items():
                     if _int(v) and v == inner and name not in out and name not in _DIFFUSERS_LAYERS:
                         out[name] = smaller
+            for name in _DIFFUSERS_KV_HEADS:
+                v = params.get(name)
+                if _int(v) and v > out[k] and name not in out:
+                    out[name] = out[k]
     blocks = params.get("block_out_channels")
     if isinstance(blocks, (list, tuple)) and blocks and all(_int(b) for b in blocks) and blocks[0] > 32 \
             and blocks[0] % 32 == 0:
