@@ -32,8 +32,8 @@ PREFIX = "branch:"
 @dataclass(frozen=True)
 class Branch:
     id: str
-    function: str
-    condition: str
+    functions: tuple[str, ...]  # where the conditional is, in one PyTorch release or another
+    conditions: tuple[str, ...]  # its test, as each release writes it
     cuda_arm: str
     devices: tuple[str, ...]
     other_arm: tuple[tuple[str, tuple[str, ...]], ...]  # (op, dtypes of its call)
@@ -63,7 +63,10 @@ def branches() -> dict[str, Branch]:
     """Every branch of the data file, by its ``within`` label."""
     out = {}
     for e in load_toml("coverage_db", "curated/device_branches.toml").get("branch", []):
-        b = Branch(e["id"], e["function"], e["condition"], e.get("cuda_arm", "body"), tuple(e["devices"]),
+        functions, conditions = e["function"], e["condition"]
+        b = Branch(e["id"], (functions,) if isinstance(functions, str) else tuple(functions),
+                   (conditions,) if isinstance(conditions, str) else tuple(conditions), e.get("cuda_arm", "body"),
+                   tuple(e["devices"]),
                    tuple((o["op"], tuple(o.get("dtypes", ()))) for o in e.get("other_arm", [])), e["why"],
                    e["source"], e.get("versions", ""))
         out[b.label] = b
@@ -93,24 +96,27 @@ def _function(dotted: str) -> Any:
 
 
 def _arm_lines(fn: Any, b: Branch) -> set[int] | None:
-    """The source lines (absolute) of the CUDA arm of the conditional ``b.condition`` in ``fn``."""
+    """The source lines (absolute) of the CUDA arms of the conditionals in ``fn`` whose test is one of
+    ``b.conditions`` (every one: a function may test the same thing twice, as clip_grad_norm_ did for the norm and
+    for the scaling)."""
     try:
         lines, first = inspect.getsourcelines(fn)
     except (OSError, TypeError):
         return None
     text = textwrap.dedent("".join(lines))
     tree = ast.parse(text)
-    wanted = "".join(b.condition.split())
+    wanted = {"".join(c.split()) for c in b.conditions}
+    found: set[int] = set()
     for node in ast.walk(tree):
         if not isinstance(node, (ast.If, ast.IfExp)):
             continue
         test = ast.get_source_segment(text, node.test) or ""
-        if "".join(test.split()) != wanted:
+        if "".join(test.split()) not in wanted:
             continue
         arm = getattr(node, b.cuda_arm)
         parts = arm if isinstance(arm, list) else [arm]
-        return {first - 1 + n for p in parts for n in range(p.lineno, (p.end_lineno or p.lineno) + 1)}
-    return None
+        found |= {first - 1 + n for p in parts for n in range(p.lineno, (p.end_lineno or p.lineno) + 1)}
+    return found or None
 
 
 class Branches:
@@ -119,8 +125,7 @@ class Branches:
     def __init__(self) -> None:
         self.arms: dict[int, list[tuple[int, int, str]]] = {}  # id(code) -> [(start, end, label)]
         self._codes: list[CodeType] = []  # keeps the ids theirs
-        for b in branches().values():
-            fn = _function(b.function)
+        for b, fn in ((branch, _function(f)) for branch in branches().values() for f in branch.functions):
             code: CodeType | None = getattr(fn, "__code__", None)
             lines = _arm_lines(fn, b) if code is not None else None
             if code is None or not lines:

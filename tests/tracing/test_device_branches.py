@@ -32,7 +32,7 @@ def test_the_cuda_arm_is_found_in_the_installed_torch():
 def test_a_conditional_that_is_not_in_the_source_marks_nothing(monkeypatch):
     """A torch whose function lacks the conditional (an older release) is traced as it runs."""
     real = branches.branches()
-    changed = {k: branches.Branch(**{**vars(v), "condition": "self._scale.device.type == 'mps'"})
+    changed = {k: branches.Branch(**{**vars(v), "conditions": ("self._scale.device.type == 'mps'",)})
                for k, v in real.items()}
     monkeypatch.setattr(branches, "branches", lambda: changed)
     assert branches.Branches().arms == {}
@@ -94,3 +94,33 @@ def test_the_strict_rehearsal_of_a_release_without_the_other_arm_fails_on_it(tmp
     assert rc == 3, err[-2000:]
     line = next(n for n, text in enumerate(SCRIPT.read_text().splitlines(), 1) if "scaler.unscale_(" in text)
     assert "float64" in err and f"{SCRIPT}:{line}" in err
+
+
+def _clip() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
+    x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+    nn.functional.cross_entropy(model(x), y).backward()
+    nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+
+
+def test_gradient_clipping_is_judged_by_the_path_each_device_takes():
+    """clip_grad_norm_ runs _foreach_norm and _foreach_mul_ on the devices of torch's foreach list, one tensor at a
+    time elsewhere (mps, xla): MPS before 2.4 has no _foreach_ kernel, yet clipping runs there. Each release has
+    the test in its own place (clip_grad_norm_ up to 2.5, two functions from 2.6): the same marks were checked
+    under PyPI's torch 2.1.2, 2.5.1 and 2.7.1."""
+    label = "branch:clip_grad.foreach"
+    engines = ["python"] + (["native"] if native.load() is not None else [])
+    for name in engines:
+        with recorder_engine(name), opaudit.record() as rec:
+            _clip()
+        marked = {r.op for r in rec.trace.records if r.within == label}
+        assert marked == {"aten::_foreach_norm.Scalar", "aten::_foreach_mul_.Tensor"}, name
+    a = opaudit.audit(rec.trace, ["mps@2.3.0", "ascend"], landscape=False)
+    assert a.verdict("mps@2.3.0").verdict == "runs" and not a.verdict("mps@2.3.0").missing
+    f = a.frame[a.frame.within == label]
+    old, ascend = (f[f.target == t] for t in ("mps@2.3.0", a.verdict("ascend").target))
+    assert all("another branch on mps" in n and "linalg_vector_norm" in n for n in old.note)
+    assert not any("branch" in n for n in ascend.note)  # the PrivateUse1 device takes the foreach path
