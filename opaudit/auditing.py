@@ -422,11 +422,14 @@ def host_summary(a: Audit, limit: int = 6) -> str | None:
     """One sentence on the calls that ran on host tensors only (every report says it the same way)."""
     if not a.host:
         return None
-    calls = sum(g.calls for g in a.host)
-    top = sorted(a.host, key=lambda g: -g.calls)[:limit]
-    shown = ", ".join(f"{short(g.op)} ({g.phase}) x{g.calls:,}" for g in top)
-    more = f" and {len(a.host) - limit} more" if len(a.host) > limit else ""
-    n = len(a.host)
+    by_op: Counter[tuple[str, str]] = Counter()  # an op's calls in and out of a device branch together
+    for g in a.host:
+        by_op[g.op, g.phase] += g.calls
+    calls = sum(by_op.values())
+    top = sorted(by_op.items(), key=lambda kv: -kv[1])[:limit]
+    shown = ", ".join(f"{short(op)} ({phase}) x{n:,}" for (op, phase), n in top)
+    more = f" and {len(by_op) - limit} more" if len(by_op) > limit else ""
+    n = len(by_op)
     return (f"{n} op{'s' if n != 1 else ''} ran on host tensors only ({calls:,} calls), held to no target: "
             f"{shown}{more}")
 

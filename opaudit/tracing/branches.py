@@ -40,6 +40,9 @@ class Branch:
     why: str
     source: str
     versions: str = ""  # the PyTorch releases whose source has the other arm (">=2.7"); "" for every one
+    # an optimizer's setting the arm is taken by default for ("foreach"): the arm counts only while the step's
+    # param group leaves it None (a program that asks for it runs the same path on every device)
+    default_of: str = ""
 
     @property
     def label(self) -> str:
@@ -63,12 +66,12 @@ def branches() -> dict[str, Branch]:
     """Every branch of the data file, by its ``within`` label."""
     out = {}
     for e in load_toml("coverage_db", "curated/device_branches.toml").get("branch", []):
-        functions, conditions = e["function"], e["condition"]
+        functions, conditions = e["function"], e.get("condition", ())
         b = Branch(e["id"], (functions,) if isinstance(functions, str) else tuple(functions),
                    (conditions,) if isinstance(conditions, str) else tuple(conditions), e.get("cuda_arm", "body"),
                    tuple(e["devices"]),
                    tuple((o["op"], tuple(o.get("dtypes", ()))) for o in e.get("other_arm", [])), e["why"],
-                   e["source"], e.get("versions", ""))
+                   e["source"], e.get("versions", ""), e.get("default_of", ""))
         out[b.label] = b
     return out
 
@@ -103,6 +106,8 @@ def _arm_lines(fn: Any, b: Branch) -> set[int] | None:
         lines, first = inspect.getsourcelines(fn)
     except (OSError, TypeError):
         return None
+    if b.cuda_arm == "function":  # the whole function is the CUDA arm (an optimizer's foreach path)
+        return set(range(first, first + len(lines)))
     text = textwrap.dedent("".join(lines))
     tree = ast.parse(text)
     wanted = {"".join(c.split()) for c in b.conditions}
@@ -146,10 +151,12 @@ class Branches:
         return id(code) in self.arms
 
     def at(self, code: CodeType, offset: int) -> str | None:
-        """The label of the arm the instruction at ``offset`` of ``code`` is in, if any."""
+        """The label of the arm the instruction at ``offset`` of ``code`` is in, if any (called by the recorders
+        with the op's Python stack live, which an arm taken by an optimizer's default reads)."""
         for start, end, label in self.arms.get(id(code), ()):
             if start <= offset < end:
-                return label
+                key = branches()[label].default_of
+                return label if not key or _defaulted(key, sys._getframe(1)) else None
         return None
 
     def around(self, frame: FrameType | None = None) -> Branch | None:
@@ -165,6 +172,20 @@ class Branches:
                     return branches()[label]
             f = f.f_back
         return None
+
+
+def _defaulted(key: str, frame: FrameType | None) -> bool:
+    """Whether the optimizer step running at ``frame`` leaves ``key`` of its param group None (torch chooses
+    it per device): the ``group`` an optimizer's ``step`` loops over, in every release since 2.0."""
+    for _ in range(40):
+        if frame is None:
+            return False
+        if frame.f_code.co_name == "step":
+            group = frame.f_locals.get("group")
+            if isinstance(group, dict) and key in group:
+                return group[key] is None
+        frame = frame.f_back
+    return False
 
 
 @functools.cache

@@ -5,7 +5,7 @@ The convention (docs/cli.md)::
     def get_model() -> torch.nn.Module            # required (or name a factory: model.py:make)
     def get_inputs() -> Tensor | tuple | dict      # required unless the factory returns (model, inputs)
     def get_loss(output, inputs) -> Tensor         # optional: default is the model's own loss, else a sum
-    def get_optimizer(params) -> Optimizer         # optional: default AdamW(foreach=True)
+    def get_optimizer(params) -> Optimizer         # optional: default AdamW (foreach on the CUDA path)
 
 Factories are called with no arguments, possibly twice (first on the meta device, to measure the
 model), so they should build, not load: random weights are what a trace needs.

@@ -26,18 +26,22 @@ def test_the_csv_has_a_row_per_model_and_target_and_the_failure_with_its_reason(
     assert [r["model"] for r in rows] == [gpt2] * len(keys) + [bert] * len(keys) + [bad]
     assert [r["target"] for r in rows[:len(keys)]] == keys
     by = {(r["model"], r["target"]): r for r in rows}
-    # AdamW(foreach) on MPS before 2.4 has no _foreach_* kernels; MUSA 1.2.1 lacks _foreach_lerp_
-    assert by[gpt2, "mps@2.3.0"]["verdict"] == "fails" and "_foreach_sqrt" in by[gpt2, "mps@2.3.0"]["missing"].split()
-    assert by[bert, "musa@1.2.1"]["missing"] == "_foreach_lerp_.Scalar"
+    # MUSA 1.2.1 lacks _foreach_lerp_, which AdamW's default foreach path runs on its PrivateUse1 device; MPS
+    # before 2.4 has no _foreach_ kernel either, but torch steps AdamW one tensor at a time there
+    # (device_branches.toml), so it runs
+    assert by[gpt2, "musa@1.2.1"]["verdict"] == "fails" and by[bert, "musa@1.2.1"]["missing"] == "_foreach_lerp_.Scalar"
+    assert by[gpt2, "mps@2.3.0"]["verdict"] == "runs" and by[gpt2, "mps@2.3.0"]["missing"] == ""
     assert by[gpt2, keys[0]]["family"] == "gpt2" and by[bert, keys[0]]["head"] == "MaskedLM"
     assert bad == rows[-1]["model"] and rows[-1]["verdict"] == "error" and rows[-1]["reason"] == "spec"
     assert "did you mean llama" in rows[-1]["error"]
     assert (out / "zoo.html").stat().st_size > 5000
     doc = json.loads((out / "zoo.json").read_text())
     assert doc["targets"] == keys and [m["spec"] for m in doc["models"]] == TINY_ZOO
-    assert doc["op_demand"]["mps@2.3.0"][0] == {"op": "_foreach_add_.Scalar", "models": 2, "blocked": [gpt2, bert]}
+    assert doc["op_demand"]["musa@1.2.1"] == [{"op": "_foreach_lerp_.Scalar", "models": 2, "blocked": [gpt2, bert]}]
+    assert doc["op_demand"]["mps@2.3.0"] == []
     assert "3 models, 2 traced, 1 failed (spec 1); 0 from the cache" in stdout
-    assert "mps@2.3.0: 0/2 run; 2 fail; most blocking: _foreach_add_.Scalar (2)" in stdout
+    assert "musa@1.2.1: 0/2 run; 2 fail; most blocking: _foreach_lerp_.Scalar (2)" in stdout
+    assert "mps@2.3.0: 2/2 run" in stdout
 
 
 def test_a_rerun_takes_every_model_from_the_cache(tiny_zoo, monkeypatch):
