@@ -35,6 +35,7 @@ FRAMES = (2, 5, 1, 9, 8, 4)  # video frames to try: even for a temporal patch of
 SAMPLES = (4096, 2048, 1024, 64)  # waveform samples to try (an audio VAE's hop length must divide them)
 OMIT = object()  # an optional input left out
 TRIES = 200  # dry runs at most, for a model's inputs (the same picks on any machine)
+ALTERNATIVES = 6  # other library defaults of a name tried where the most common does not build
 REAL_TRIES = 16  # of which run for real on the CPU, where meta cannot decide or was wrong (a cut model: a second or
 # less each)
 
@@ -63,12 +64,14 @@ ROLES: tuple[tuple[str, str], ...] = (
     (r"position_ids", "positions"),
     (r"(segment_ids|indicator|token_type_ids)", "segments"),
     (r"(style|class_labels|\w+_labels?)", "label"),
+    (r"(num_frames|height|width|(audio|latent)_num_frames)", "extent"),
 )
 
 # configuration fields that name a width of the text (or other condition) the model attends to, the likeliest first
 _TEXT_WIDTHS = ("cross_attention_dim", "joint_attention_dim", "text_dim", "caption_channels", "text_embed_dim",
-                "encoder_hid_dim", "text_hidden_dim", "context_dim", "text_states_dim", "caption_projection_dim",
-                "cap_feat_dim", "encoder_hidden_size", "text_encoder_dim", "condition_dim", "cond_dim")
+                "context_in_dim", "encoder_hid_dim", "text_hidden_dim", "context_dim", "text_states_dim",
+                "caption_projection_dim", "cap_feat_dim", "encoder_hidden_size", "text_encoder_dim",
+                "condition_dim", "cond_dim")
 _POOLED_WIDTHS = ("pooled_projection_dim", "projection_dim", "clip_embeddings_dim", "embedding_dim",
                   "image_embed_dim", "clip_text_pooled_dim", "text_embed_dim", "global_dim", "time_embed_dim")
 _CHANNELS = ("in_channels", "latent_channels", "num_channels", "audio_channels", "in_chans", "in_dim",
@@ -115,6 +118,13 @@ def model_classes() -> list[str]:
 def _library_defaults() -> dict[str, Any]:
     """For each constructor parameter name of diffusers' model classes, the default most of them give it (a
     required argument of one class is often a defaulted one of others: ``in_channels``, ``layers_per_block``)."""
+    return {n: values[0] for n, values in _library_values().items()}
+
+
+@cache
+def _library_values() -> dict[str, list[Any]]:
+    """For each constructor parameter name of diffusers' model classes, the defaults they give it, the most
+    given first."""
     import diffusers
 
     seen: dict[str, Counter[str]] = {}
@@ -130,7 +140,7 @@ def _library_defaults() -> dict[str, Any]:
             key = repr(p.default)
             seen.setdefault(p.name, Counter())[key] += 1
             values[f"{p.name}\0{key}"] = p.default
-    return {n: values[f"{n}\0{c.most_common(1)[0][0]}"] for n, c in seen.items()}
+    return {n: [values[f"{n}\0{key}"] for key, _ in c.most_common()] for n, c in seen.items()}
 
 
 def wrapped_class(cls: type) -> type | None:
@@ -200,7 +210,14 @@ def filled_defaults(cls: type) -> dict[str, Any]:
         if _builds(cls, {**given, **fill}):
             break
     else:
-        return {}
+        # the most common values together do not build (16 channels where the class's group norm takes 32
+        # groups): one of them alone at another value the library gives that name, the most given first, else
+        # each in turn so among all of them
+        others = [(k, v) for k in nones for v in _library_values()[k][1:ALTERNATIVES + 1]]
+        fill = next((trial for base in ({}, fill) for k, v in others
+                     if _builds(cls, {**given, **(trial := {**base, k: v})})), {})
+        if not fill:
+            return {}
     for k in list(fill):  # the fewest: each fill the class builds without is dropped
         trial = {x: v for x, v in fill.items() if x != k}
         if _builds(cls, {**given, **trial}):
@@ -371,6 +388,8 @@ def _candidates(name: str, p: inspect.Parameter, cls: type, config: dict[str, An
                torch.randint(0, vocab, (BATCH, TOKENS), generator=g)]
     elif r == "scale":
         out = [[1.0], 1.0] if "list" in str(p.annotation) else [1.0, [1.0]]
+        if p.default is inspect.Parameter.empty:  # a required scale may be an upscaler's factor: 1 is none
+            out += [2.0, 2]
     elif r == "shapes":  # (frames, rows, columns) of each example's latent tokens: TOKENS of them
         side = int(TOKENS ** 0.5)
         out = [[[(1, side, side)]] * BATCH, [(1, side, side)] * BATCH]
@@ -394,6 +413,9 @@ def _candidates(name: str, p: inspect.Parameter, cls: type, config: dict[str, An
             [torch.zeros(BATCH, n, dtype=torch.long) for n in (WORDS + TOKENS, WORDS, TOKENS)]
     elif r == "segments":  # a label per token (its sample's segment, text or image): one label for all is valid
         out = [torch.ones(BATCH, n, dtype=torch.long) for n in (WORDS + TOKENS, TOKENS, WORDS)]
+    elif r == "extent":  # the latent grid a sequence of TOKENS tokens was packed from: one frame of a square
+        side = int(TOKENS ** 0.5)
+        out = [1, 2, TOKENS] if "frames" in name else [side, h, 1]
     elif r == "label":  # a class index per example (HunyuanDiT's style, a UNet's class labels): the first class
         out = [torch.zeros(BATCH, dtype=torch.long)]
     elif r == "mode":

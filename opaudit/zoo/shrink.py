@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, TypeGuard
 
 from opaudit.zoo.specs import FIXES_FILE, SUB_CONFIGS, _hf_config, _picks_layers, _shrunk, load_spec, split_overrides
@@ -199,8 +200,12 @@ def _cut_dict(c: dict[str, Any], s: int, prefix: str, level: str, root: dict[str
 # a diffusers class's arguments: layer counts (cut to 1), sizes of its input (to at most 32)
 _DIFFUSERS_LAYERS = ("num_layers", "layers_per_block", "num_single_layers", "num_refiner_layers", "num_encoder_layers",
                      "num_decoder_layers", "num_mid_layers", "num_context_refiner_layers", "num_noise_refiner_layers",
-                     "num_res_blocks", "depth")
-_DIFFUSERS_HEADS = ("num_attention_heads",)
+                     "num_res_blocks", "depth", "n_layers", "n_refiner_layers", "dit_depth", "enc_num_layers")
+_DIFFUSERS_HEADS = ("num_attention_heads", "n_heads", "dit_heads")
+# the model width a head count divides, where the class names no head size (Z-Image's dim, LongCat's dit_dim)
+_DIFFUSERS_WIDTHS = ("dim", "hidden_size", "inner_dim")
+_DIFFUSERS_VOCAB = 8192  # a vocabulary above this is cut to it: a head over 150k tokens is most of a model
+# block widths, an encoder's and a decoder's apart where a VAE names them so
 # grouped-query attention's key and value heads: at most the heads left, so that they still divide them
 _DIFFUSERS_KV_HEADS = ("num_kv_heads", "num_key_value_heads", "num_attention_kv_heads")
 
@@ -215,6 +220,10 @@ def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
     for k in _DIFFUSERS_LAYERS:
         if _int(params.get(k)) and params[k] > 1:
             out[k] = 1
+    for k, v in params.items():  # layers per block given block by block: (8, 24) to (1, 1)
+        if re.fullmatch(r"(down|up)_num_layers_per_block", k) and isinstance(v, (list, tuple)) and v \
+                and all(_int(x) for x in v) and max(v) > 1:
+            out[k] = [1] * len(v)
     size = params.get("sample_size")
     if _int(size) and size > 32:
         out["sample_size"] = 32
@@ -226,21 +235,32 @@ def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
             # the widths that are the attention's (heads x head size: a caption projection, a cross-attention
             # width) follow it, so the sizes the class's parts name of each other stay equal
             head = params.get("attention_head_dim")
+            prefix = k[: -len("heads")].removeprefix("n_").removeprefix("num_attention_")
+            width = next((w for w in (f"{prefix}{x}" for x in _DIFFUSERS_WIDTHS) if _int(params.get(w))), None)
+            if k != "num_attention_heads" and width and params[width] % params[k] == 0:
+                head = params[width] // params[k]  # the width is the heads' (no head size named)
             if _int(head) and head > 0:
                 inner, smaller = params[k] * head, 2 * head
                 for name, v in params.items():
                     if _int(v) and v == inner and name not in out and name not in _DIFFUSERS_LAYERS:
                         out[name] = smaller
-            for name in _DIFFUSERS_KV_HEADS:
+            for name in (*_DIFFUSERS_KV_HEADS, "n_kv_heads"):
                 v = params.get(name)
                 if _int(v) and v > out[k] and name not in out:
                     out[name] = out[k]
-    blocks = params.get("block_out_channels")
-    if isinstance(blocks, (list, tuple)) and blocks and all(_int(b) for b in blocks) and blocks[0] > 32 \
-            and blocks[0] % 32 == 0:
-        f = blocks[0] // 32
-        if all(b % (f * 32) == 0 for b in blocks):
-            out["block_out_channels"] = [b // f for b in blocks]
+    vocab = params.get("vocab_size")
+    if _int(vocab) and vocab > _DIFFUSERS_VOCAB:
+        out["vocab_size"] = _DIFFUSERS_VOCAB
+    for key in ("block_out_channels", "encoder_block_out_channels", "decoder_block_out_channels"):
+        blocks = params.get(key)
+        if isinstance(blocks, (list, tuple)) and blocks and all(_int(b) for b in blocks) and blocks[0] > 32 \
+                and blocks[0] % 32 == 0:
+            f = blocks[0] // 32
+            if all(b % (f * 32) == 0 for b in blocks):
+                out[key] = [b // f for b in blocks]
+    ch = params.get("ch")  # a VAE's base width, its blocks multiples of it (ch_mult)
+    if _int(ch) and ch > 32 and ch % 32 == 0:
+        out["ch"] = 32
     return out
 
 

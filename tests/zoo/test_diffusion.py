@@ -59,3 +59,103 @@ def test_bespoke_models_are_traced_for_real(cls):
     """Wan's VAE takes its frames as a fifth dimension (the 4-D image it got before failed); AudioLDM 2's
     projection has three required widths and a forward whose every input is optional (it got none before)."""
     _traced(cls)
+
+
+def _inputs(spec: str) -> dict:
+    named = load_spec(spec)
+    named.make_model()
+    return named.make_inputs()
+
+
+def test_meta_errors_that_cannot_decide_and_those_that_can():
+    from opaudit.zoo.diffusion import meta_only
+
+    assert meta_only("RuntimeError: cannot repeat_interleave a meta tensor without output_size")
+    assert meta_only("NotImplementedError: Cannot copy out of meta tensor; no data!")
+    assert meta_only("ValueError: FlexAttention is only supported on CUDA, CPU, HPU, or MPS devices. Found input "
+                     "tensors on meta device.")
+    # a shape error names the meta tensor's type: an answer, not meta's limit
+    assert not meta_only("RuntimeError: expand(MetaFloatType{[2, 1]}, size=[2]): the number of sizes provided (1) "
+                         "must be greater or equal to the number of dimensions in the tensor (2)")
+
+
+def test_a_shape_error_on_meta_rules_a_candidate_out():
+    """I2VGenXL's UNet expands its timestep to the batch: the (batch, 1) candidate fails on meta with an error that
+    names MetaFloatType, which was once taken for meta's own limit and picked."""
+    inputs = _inputs("diffusers:I2VGenXLUNet?layers_per_block=1&block_out_channels=[32,32,32,32]&norm_num_groups=8"
+                     "&num_attention_heads=2&attention_head_dim=8&cross_attention_dim=32")
+    assert inputs["timestep"].dim() <= 1
+
+
+def test_a_dry_run_meta_cannot_decide_is_run_for_real():
+    """A model whose dry run reads a value (or calls an op meta refuses) is run for real on the cut model, and
+    a candidate the real run refuses is not picked (meta lets an integer timestep into a Linear through)."""
+    import torch
+    from torch import nn
+
+    from opaudit.zoo.diffusion import _Reach
+
+    class ReadsData(nn.Module):  # the shape of what the sample is read as, as a MoE reads its routing
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(4, 4)
+
+        def forward(self, sample):
+            return self.proj(sample[: int(sample.shape[0])].float() if sample.sum().item() else sample)
+
+    probe = _Reach(ReadsData())
+    assert probe.reach({"sample": torch.ones(2, 4)})[0] is True and probe.real == 1
+    assert probe.reach({"sample": torch.ones(2, 3)})[0] is False and probe.real == 2
+    with torch.device("meta"):
+        on_meta = ReadsData()
+    assert _Reach(on_meta).reach({"sample": torch.ones(2, 4)})[0] is None  # a model built on meta: no answer
+
+
+def test_a_second_latent_concatenated_on_channels_is_left_out_with_the_others():
+    """EasyAnimate's transformer concatenates its inpainting and control latents to the sample: its first layer
+    takes 16 channels, so both are left out at once (neither alone runs)."""
+    inputs = _inputs("diffusers:EasyAnimateTransformer3DModel?num_layers=1&num_attention_heads=2")
+    assert "inpaint_latents" not in inputs and "control_latents" not in inputs
+    assert inputs["hidden_states"].dim() == 5
+
+
+def test_an_output_with_nothing_to_backpropagate_gets_an_optional_input():
+    """Stable Audio's projection is the identity for T5's width: only the seconds it embeds train."""
+    inputs = _inputs("diffusers:StableAudioProjectionModel")
+    assert {"start_seconds", "end_seconds"} & set(inputs)
+
+
+def test_a_wrapper_unpacks_its_models_outputs_as_tuples():
+    inputs = _inputs("diffusers:MultiControlNetModel?layers_per_block=1&block_out_channels=[32,32,32,32]"
+                     "&norm_num_groups=8&attention_head_dim=2&cross_attention_dim=32")
+    assert inputs["return_dict"] is False
+
+
+def test_roles_of_sizes_lengths_and_conditions():
+    assert [role(n) for n in ("text_lens", "added_time_ids", "micro_conds", "control_type", "control_type_idx",
+                              "position_ids", "segment_ids", "style", "num_frames", "start_seconds")] == \
+        ["lengths", "micro", "micro", "control_type", "control_index", "positions", "segments", "label", "extent",
+         "time"]
+    # SVD's added time ids: as many micro-conditions as its projection takes, picked by the dry runs
+    inputs = _inputs("diffusers:UNetSpatioTemporalConditionModel?layers_per_block=1&block_out_channels=[32,32,32,32]"
+                     "&num_attention_heads=[2,2,2,2]&cross_attention_dim=32&addition_time_embed_dim=8"
+                     "&projection_class_embeddings_input_dim=24")
+    assert tuple(inputs["added_time_ids"].shape) == (2, 3)
+
+
+def test_a_none_default_is_filled_with_another_library_value_where_the_commonest_does_not_build():
+    """Transformer2DModel's in_channels: 16, the commonest, does not divide into its norm's 32 groups."""
+    import diffusers
+
+    fill = filled_defaults(diffusers.Transformer2DModel)
+    assert list(fill) == ["in_channels"] and fill["in_channels"] % 32 == 0
+
+
+def test_the_diffusers_cut_follows_heads_without_a_head_size_and_layers_by_block():
+    from opaudit.zoo.shrink import cut
+
+    z = cut("diffusers:ZImageTransformer2DModel", "small")  # dim 3840 = 30 heads of 128, grouped keys and values
+    assert (z["n_heads"], z["dim"], z["n_kv_heads"], z["n_layers"]) == (2, 256, 2, 1)
+    assert cut("diffusers:Krea2Transformer2DModel", "small")["num_key_value_heads"] == 2
+    assert cut("diffusers:StableCascadeUNet", "small")["down_num_layers_per_block"] == [1, 1]
+    assert cut("diffusers:Ideogram4PromptEnhancerHead", "small")["vocab_size"] == 8192
