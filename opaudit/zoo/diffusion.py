@@ -452,13 +452,34 @@ def _real(model: Any) -> bool:
     return bool(params) and all(p.device.type == "cpu" for p in params)
 
 
+def _matmuls() -> tuple[Any, ...]:
+    import torch
+
+    aten = torch.ops.aten
+    return (aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.convolution)
+
+
+_MATMULS: Any = ()
+
+
 def _counter(count: list[int]) -> Any:
-    """A dispatch mode that counts the ops run under it in ``count[0]``."""
+    """A dispatch mode that counts the ops run under it in ``count[0]``, and refuses a matrix product of two
+    dtypes as the real kernels do (an integer timestep into a Linear: meta's kernels let it through)."""
     from torch.utils._python_dispatch import TorchDispatchMode
+
+    global _MATMULS
+    _MATMULS = _MATMULS or _matmuls()
+
+    import torch
 
     class Count(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             count[0] += 1
+            if func.overloadpacket in _MATMULS:  # meta's kernels check the shapes, the real ones the dtypes too
+                dtypes = {a.dtype for a in args if isinstance(a, torch.Tensor)}
+                if len(dtypes) > 1:
+                    raise RuntimeError(f"{func}: mat1 and mat2 must have the same dtype, got {sorted(map(str, dtypes))}"
+                                       )
             return func(*args, **(kwargs or {}))
 
     return Count
@@ -614,12 +635,13 @@ def diffusers_inputs(cls: Any, config: dict[str, Any], model: Any = None,
         budget -= 1
         if got[0] is not False or got[1] > best[1]:
             picks, best = trial, got
-    def search(picks: dict[str, int], best: tuple[bool | None, int], budget: int) -> tuple[dict[str, int], Any]:
+    def search(picks: dict[str, int], best: tuple[bool | None, int], budget: int,
+               order: list[str]) -> tuple[dict[str, int], Any]:
         for _ in range(3):  # rounds: an input's pick can depend on another's
             if best[0] is not False or budget <= 0:
                 break
             changed = False
-            for k in choices:
+            for k in order:
                 for i in range(len(choices[k])):
                     if i == picks[k] or budget <= 0:
                         continue
@@ -636,7 +658,7 @@ def diffusers_inputs(cls: Any, config: dict[str, Any], model: Any = None,
                 break
         return picks, best
 
-    picks, best = search(picks, best, budget)
+    picks, best = search(picks, best, budget, list(choices))
     if best[0] is not False and _real(model) and probe.real < REAL_TRIES:
         # what meta let through, checked once for real: a meta kernel checks shapes, not always dtypes (an
         # integer timestep into a Linear); where the real run fails, the search goes on for real
@@ -644,7 +666,10 @@ def diffusers_inputs(cls: Any, config: dict[str, Any], model: Any = None,
         checked = probe.reach_real(inputs(picks))
         if checked[0] is False:
             probe.only_real = True
-            picks, best = search(picks, checked, REAL_TRIES - probe.real)
+            # the inputs with the fewest candidates first (a timestep's dtype, a mask's): the layout of the
+            # latents, which meta checks, is the least likely to be what the real run refused
+            fewest = sorted(choices, key=lambda k: len(choices[k]))
+            picks, best = search(picks, checked, REAL_TRIES - probe.real, fewest)
     if best[0] is True and probe.backprops(inputs(picks)) is False:
         # the forward runs but nothing it returns depends on a parameter (a projection that is the identity
         # for the text and embeds only the optional numbers): the first optional input left out that makes
