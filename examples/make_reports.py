@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "reports" / "examples"
 # name -> the scan that makes its trace, and the targets its reports name
 EXAMPLES = {
-    "demo-train": (["examples/model.py", "--train"], ["ascend@2.1.0", "cambricon", "mps@2.2.0", "xla", "enflame"]),
+    "demo-train": (["examples/model.py", "--train"], ["ascend@2.1.0", "cambricon", "musa@1.2.1", "mps@2.2.0", "xla",
+                                                   "enflame"]),
     "resnet50-train": (["examples/resnet.py", "--train"], ["ascend@2.6.0.post5", "cambricon", "musa", "mps"]),
     "gpt2-train": (["examples/hf_models.py:gpt2", "--train"], ["ascend@2.1.0", "cambricon", "xla", "xpu", "dipu"]),
     "llama7b-train-meta": (["examples/hf_models.py:llama_7b", "--train", "--mode", "meta"],

@@ -36,8 +36,8 @@ def test_each_example_report_says_what_the_audit_of_its_trace_says(name: str) ->
             op = entry.split(" ")[0]
             assert f"`{op}`" in md and op in page, (key, op)
             named += 1
-    if name == "demo-train":  # the demo's targets differ: one fails, three fall back, one runs natively
-        assert named >= 10
+    if name == "demo-train":  # the demo's targets differ: one fails, three fall back, two run natively
+        assert named >= 9
         assert {result.verdicts[k].verdict for k in result.selected} == {"fails", "cpu_fallback", "runs"}
 
 
