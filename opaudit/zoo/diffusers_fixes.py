@@ -2,7 +2,8 @@
 
 ``FIXES``: configuration values for a class whose own default configuration does not build or run (a field left
 None that the class needs, a size its parts disagree on); applied to the keys a spec does not set, and part of
-the configuration the zoo records. ``REQUIRED``: values of required constructor arguments that no diffusers
+the configuration the zoo records; ``call``: methods called on the model once built, as the class's pipelines
+call them. ``REQUIRED``: values of required constructor arguments that no diffusers
 class gives a default to (what the library's other classes default to is used for the rest,
 opaudit.zoo.diffusion.required_arguments). Checked on diffusers 0.42.1.
 """
@@ -12,6 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 FIXES: dict[str, dict[str, Any]] = {
+    "AutoencoderKLAllegro": {
+        "why": "its encode raises 'Encoding without tiling has not been implemented yet' unless tiling is on; "
+               "Allegro's pipeline example turns it on (pipe.vae.enable_tiling())",
+        "call": ["enable_tiling"],
+    },
 }
 
 REQUIRED: dict[str, dict[str, Any]] = {

@@ -246,9 +246,19 @@ def builder(cls: type, config: dict[str, Any], overrides: dict[str, Any]) -> Cal
         key = next(k for k in inspect.signature(init).parameters if k in ("controlnets", "adapters", "models"))
         make_inner = builder(inner, config, overrides)
         return lambda: cls(**{key: [make_inner()]})
+    from opaudit.zoo.diffusers_fixes import FIXES
+
     given = {k: v for k, v in config.items() if k in inspect.signature(cls).parameters}
     fixed = {k: v for k, v in given.items() if k in overrides or k in _made(cls)}
-    return lambda: cls(**fixed)
+    calls = FIXES.get(cls.__name__, {}).get("call", ())
+
+    def make() -> Any:
+        model = cls(**fixed)
+        for method in calls:  # what the class's pipelines call on it before it runs (diffusers_fixes, with why)
+            getattr(model, method)()
+        return model
+
+    return make
 
 
 def _made(cls: type) -> set[str]:
@@ -320,7 +330,10 @@ def _candidates(name: str, p: inspect.Parameter, cls: type, config: dict[str, An
             [torch.randn(BATCH, f, c, h, w, generator=g) for f in FRAMES[:3]]
         packed_widths = dict.fromkeys([*channels[:3], *_config_ints(config, _TEXT_WIDTHS)[:2]])
         tokens = [torch.randn(BATCH, TOKENS, ch, generator=g) for ch in packed_widths]
-        wave = [torch.randn(BATCH, ch, n, generator=g) for n in SAMPLES for ch in dict.fromkeys((1, 2, c))] + \
+        size: Any = config.get("sample_size")  # a 1-D UNet's sample size is its length: the first to try
+        first = [size] if _int(size) and 16 <= size <= max(SAMPLES) else []
+        wave = [torch.randn(BATCH, ch, n, generator=g) for n in dict.fromkeys([*first, *SAMPLES])
+                for ch in dict.fromkeys((1, 2, c))] + \
             [torch.randn(BATCH, n, c, generator=g) for n in (64, 16)]
         # last: tokens of any other width the configuration names (an image encoder's hidden size, Redux's
         # 1152), and one vector per example (a prior's image embedding)

@@ -258,6 +258,13 @@ def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
             f = blocks[0] // 32
             if all(b % (f * 32) == 0 for b in blocks):
                 out[key] = [b // f for b in blocks]
+    heads = params.get("attention_head_dim")  # a UNet's heads (diffusers' UNets read this name as a head count)
+    if "block_out_channels" in out and "num_attention_heads" not in out and not _int(params.get("num_attention_heads")):
+        # 64 heads on a 32-wide block leave no channel to a head: at most 8, so 4 channels each at least
+        if _int(heads) and heads > 8:
+            out["attention_head_dim"] = 8
+        elif isinstance(heads, (list, tuple)) and heads and all(_int(x) for x in heads) and max(heads) > 8:
+            out["attention_head_dim"] = [min(x, 8) for x in heads]
     ch = params.get("ch")  # a VAE's base width, its blocks multiples of it (ch_mult)
     if _int(ch) and ch > 32 and ch % 32 == 0:
         out["ch"] = 32

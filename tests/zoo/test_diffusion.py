@@ -159,3 +159,21 @@ def test_the_diffusers_cut_follows_heads_without_a_head_size_and_layers_by_block
     assert cut("diffusers:Krea2Transformer2DModel", "small")["num_key_value_heads"] == 2
     assert cut("diffusers:StableCascadeUNet", "small")["down_num_layers_per_block"] == [1, 1]
     assert cut("diffusers:Ideogram4PromptEnhancerHead", "small")["vocab_size"] == 8192
+
+
+def test_a_fix_calls_what_the_pipelines_call_on_the_model():
+    """Allegro's VAE encodes only tiled; its pipeline turns tiling on (diffusers_fixes.FIXES, with why)."""
+    from opaudit.zoo.diffusers_fixes import FIXES
+
+    assert FIXES["AutoencoderKLAllegro"]["call"] == ["enable_tiling"] and FIXES["AutoencoderKLAllegro"]["why"]
+    named = load_spec("diffusers:AutoencoderKLAllegro?layers_per_block=1&block_out_channels=[32,32,32,32]"
+                      "&sample_size=32")
+    assert named.make_model().use_tiling
+
+
+def test_a_cut_unet_keeps_a_channel_for_each_head():
+    """UNet3D reads attention_head_dim (64) as its head count: on 32-wide blocks a head had no channel left."""
+    from opaudit.zoo.shrink import cut
+
+    assert cut("diffusers:UNet3DConditionModel", "small")["attention_head_dim"] == 8
+    assert "attention_head_dim" not in cut("diffusers:UNet2DConditionModel", "small")  # 8 already
