@@ -43,7 +43,8 @@ REAL_TRIES = 16  # of which run for real on the CPU, where meta cannot decide or
 ROLES: tuple[tuple[str, str], ...] = (
     (r"(img|txt)_ids", "ids_grid"),
     (r"(controlnet_cond|control_context|controlnet_cond_image|control_image|cond_image|conditioning_image)", "cond"),
-    (r"(sample|hidden_states|x|z|latents?|z_latent|inputs_embeds|mel|"
+    (r"\w+_drop", "drop"),
+    (r"(sample|hidden_states|x|z|latents?|z_latent|inputs_embeds|mel|\w+_hidden_states_packed|"
      r"(\w+_)?latents|input_img_latents|controls_latents)", "latent"),
     (r"(timesteps?|t|timestep_(r|ratio|img|text|\d)|r_timestep|\w+_timesteps?|\w+_time|fps|(\w+_)?seconds)", "time"),
     (r"(\w+_)?(attention_mask|mask)", "mask"),
@@ -298,6 +299,14 @@ def _hw(config: dict[str, Any]) -> tuple[int, int]:
     return (int(v), int(v)) if _int(v) else (32, 32)
 
 
+def _patches(config: dict[str, Any]) -> int:
+    """How many patches the image latent of the configuration's size is cut into (its patch_size, else 2)."""
+    h, w = _hw(config)
+    patch: Any = config.get("patch_size")
+    p = patch if _int(patch) and patch > 0 else 2
+    return max(1, (h // p) * (w // p))
+
+
 def _video(cls: type, config: dict[str, Any]) -> bool:
     patch = config.get("patch_size")
     return bool(re.search(r"3D|Video|Temporal|Motion|Wan|Mochi|Cogvideo", cls.__name__, re.I)) or \
@@ -367,6 +376,8 @@ def _candidates(name: str, p: inspect.Parameter, cls: type, config: dict[str, An
         out = [torch.ones(BATCH, WORDS, dtype=torch.long), torch.ones(BATCH, WORDS, dtype=torch.bool)]
         if "padding" in name or name in ("img_mask", "condition_mask"):
             out = [torch.ones(BATCH, TOKENS, dtype=torch.bool), *out]
+        if "order" in name:  # which example each packed item belongs to (ACE-Step's reference clips): one each
+            out = [torch.arange(BATCH), *out]
         if re.search(r"padding|condition", name):
             # a mask laid over the latents, one channel concatenated to theirs (Cosmos' padding and condition
             # masks, SparseCtrl's conditioning mask): an image's or a video's layout
@@ -397,8 +408,9 @@ def _candidates(name: str, p: inspect.Parameter, cls: type, config: dict[str, An
         out = [torch.zeros(n, cols), torch.zeros(BATCH, n, cols)]
     elif r == "ids":
         vocab = next((int(config[k]) for k in _VOCAB if _int(config.get(k)) and config[k] > 1), 1000)
-        out = [torch.randint(0, vocab, (BATCH, WORDS), generator=g),
-               torch.randint(0, vocab, (BATCH, TOKENS), generator=g)]
+        # a token per word, per latent token, or per patch of the image latent (GLM-Image's prior image tokens)
+        out = [torch.randint(0, vocab, (BATCH, n), generator=g)
+               for n in dict.fromkeys((WORDS, TOKENS, _patches(config)))]
     elif r == "scale":
         out = [[1.0], 1.0] if "list" in str(p.annotation) else [1.0, [1.0]]
         if p.default is inspect.Parameter.empty:  # a required scale may be an upscaler's factor: 1 is none
@@ -429,6 +441,9 @@ def _candidates(name: str, p: inspect.Parameter, cls: type, config: dict[str, An
     elif r == "extent":  # the latent grid a sequence of TOKENS tokens was packed from: one frame of a square
         side = int(TOKENS ** 0.5)
         out = [1, 2, TOKENS] if "frames" in name else [side, h, 1]
+    elif r == "drop":  # which tokens are dropped for guidance, shaped as the ids they go with: none
+        out = [torch.zeros(BATCH, n, dtype=torch.bool) for n in dict.fromkeys((WORDS, TOKENS, _patches(config)))] + \
+            [torch.zeros(BATCH, dtype=torch.bool)]
     elif r == "label":  # a class index per example (HunyuanDiT's style, a UNet's class labels): the first class
         out = [torch.zeros(BATCH, dtype=torch.long)]
     elif r == "mode":

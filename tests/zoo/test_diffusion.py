@@ -177,3 +177,12 @@ def test_a_cut_unet_keeps_a_channel_for_each_head():
 
     assert cut("diffusers:UNet3DConditionModel", "small")["attention_head_dim"] == 8
     assert "attention_head_dim" not in cut("diffusers:UNet2DConditionModel", "small")  # 8 already
+
+
+def test_packed_reference_clips_get_their_examples_and_dropped_tokens_none():
+    """ACE-Step's condition encoder takes its reference clips packed, each with the example it belongs to (it
+    counts them from the data: meta cannot, the dry run is real); GLM-Image drops none of its prior tokens."""
+    assert [role(n) for n in ("refer_audio_acoustic_hidden_states_packed", "refer_audio_order_mask",
+                              "prior_token_drop", "prior_token_id")] == ["latent", "mask", "drop", "ids"]
+    inputs = _inputs("diffusers:AceStepConditionEncoder?num_attention_heads=2&num_key_value_heads=2")
+    assert inputs["refer_audio_order_mask"].tolist() == [0, 1]
