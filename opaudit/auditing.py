@@ -448,7 +448,9 @@ def short(op: str) -> str:
 
 
 def _label(g: OpGroup) -> str:
-    within = f", within {short(g.within)}" if g.within else ""
+    """``op (phase)``, with the choice it was recorded within; a device branch of torch's Python is not named (the
+    op is what the target runs, as recorded or by its own arm, and its note says which)."""
+    within = f", within {short(g.within)}" if g.within and not branches.of(g.within) else ""
     return f"{short(g.op)} ({g.phase}{within})"
 
 
@@ -467,9 +469,9 @@ def _verdict(m: Matrix, groups: list[OpGroup], results: list[Support], caveats: 
             continue  # its own ops are recorded (or resolved through it): count each call once
         ops[s.status] += 1
         calls[s.status] += g.calls
-        if s.status in lists:
+        if s.status in lists and _label(g) not in lists[s.status]:  # an op in and out of a branch: once
             lists[s.status].append(_label(g))
-        if cav:
+        if cav and _label(g) not in flagged:
             flagged.append(_label(g))
     # a choice whose target pick is missing shows up through the ops recorded within it, or not at all
     for g, s in zip(groups, results, strict=True):

@@ -20,6 +20,7 @@ import importlib
 import inspect
 import sys
 import textwrap
+import weakref
 from dataclasses import dataclass
 from types import CodeType, FrameType
 from typing import Any
@@ -174,13 +175,21 @@ class Branches:
         return None
 
 
+# optimizers that pass a setting only to stand for its default on an accelerator: the tracer's own AdamW, which
+# asks for foreach where the parameters are on the CPU or on meta (torch would pick the loop there)
+stand_for_default: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
 def _defaulted(key: str, frame: FrameType | None) -> bool:
     """Whether the optimizer step running at ``frame`` leaves ``key`` of its param group None (torch chooses
-    it per device): the ``group`` an optimizer's ``step`` loops over, in every release since 2.0."""
+    it per device): the ``group`` an optimizer's ``step`` loops over, in every release since 2.0; or is one that
+    stands for that default (:data:`stand_for_default`)."""
     for _ in range(40):
         if frame is None:
             return False
         if frame.f_code.co_name == "step":
+            if frame.f_locals.get("self") in stand_for_default:
+                return True
             group = frame.f_locals.get("group")
             if isinstance(group, dict) and key in group:
                 return group[key] is None

@@ -174,15 +174,20 @@ def default_loss(output: Any, inputs: Any) -> torch.Tensor:
 
 def default_optimizer(params) -> torch.optim.Optimizer:
     """AdamW as a program makes it: foreach left to torch where the parameters are on a device whose default
-    is the foreach path (the CUDA path's), so that the trace marks that path as torch's choice for the device
-    (device_branches.toml: mps and xla take the single-tensor path); ``foreach=True`` elsewhere (the CPU
-    defaults to the single-tensor loop, and the trace stands for what an accelerator runs)."""
+    is the foreach path (the CUDA path's); elsewhere (the CPU, meta, whose default is the single-tensor loop)
+    ``foreach=True``, standing for that default. Either way the trace marks the foreach path as torch's choice
+    for the device (device_branches.toml: mps and xla take the single-tensor loop)."""
     from torch.utils._foreach_utils import _get_foreach_kernels_supported_devices
+
+    from opaudit.tracing.branches import stand_for_default
 
     params = list(params)
     tensors = [p for g in params for p in (g["params"] if isinstance(g, dict) else [g])]
     chosen = bool(tensors) and all(t.device.type in _get_foreach_kernels_supported_devices() for t in tensors)
-    return torch.optim.AdamW(params, lr=1e-4, foreach=None if chosen else True)
+    opt = torch.optim.AdamW(params, lr=1e-4, foreach=None if chosen else True)
+    if not chosen:
+        stand_for_default.add(opt)
+    return opt
 
 
 def trace(

@@ -20,7 +20,7 @@ READY = "#ops tbody tr"  # the report has drawn its op table
 @pytest.fixture(scope="module")
 def resnet_report(resnet_train, tmp_path_factory):
     trace, _ = resnet_train
-    a = opaudit.audit(trace, ["mps@2.2.0", "ascend@2.1.0", "xla@2.9.0"])
+    a = opaudit.audit(trace, ["musa@1.2.1", "ascend@2.1.0", "xla@2.9.0"])
     folder = tmp_path_factory.mktemp("html")
     path = folder / "resnet.html"
     path.write_text(render(a, "html"), encoding="utf-8")
@@ -61,7 +61,7 @@ def test_loads_offline_with_no_error_and_the_numbers_of_the_json(browser, resnet
 def test_sorting_and_filtering(browser, resnet_report):
     a, doc, path = resnet_report
     page, events = open_page(browser, path, READY)
-    page.select_option("#target", "mps@2.2.0")
+    page.select_option("#target", "musa@1.2.1")
     page.click('#ops th[data-key="calls"]')
     calls = [int(r.get_attribute("data-calls")) for r in page.locator("#ops tbody tr").all()]
     assert calls == sorted(calls, reverse=True) and calls[0] > calls[-1]
@@ -77,7 +77,7 @@ def test_sorting_and_filtering(browser, resnet_report):
                 or "layer1.0.conv1" in op["op"]]
     assert rows.count() == len(expected) > 0
     page.fill("#filter", "")
-    missing = [op for op in doc["ops"] if op["results"]["mps@2.2.0"]["status"] == "missing"]
+    missing = [op for op in doc["ops"] if op["results"]["musa@1.2.1"]["status"] == "missing"]
     page.select_option("#status-filter", "missing")
     assert page.locator("#ops tbody tr").count() == len(missing) > 0
     assert events["console"] == []
