@@ -131,9 +131,17 @@ class Verification:
         if self.ran and not self.reached:
             out.append(f"no op reached the {self.device} device: the port ran on the CPU only")
         if self.reference_trains and self.ran and not self.trained_on_device:
-            where = ", ".join(self.port.get("param_devices", [])) or "no optimizer step"
-            out.append(f"the original trains, the port did not train on {self.device} (parameters stepped on: "
-                       f"{where})")
+            skipped = int(self.port.get("skipped") or 0)
+            if skipped and not self.port.get("steps"):
+                # mixed precision: the scaler skips a step whose float16 gradients overflow, as on a CUDA GPU in
+                # the first steps; the run is too short to show the port training
+                out.append(f"the original trains; the port's GradScaler skipped every optimizer step ({skipped}: inf "
+                           f"or NaN gradients, the last at scale {self.port.get('scale'):g}), so this run does not "
+                           "show it training on the device: verify it over more steps")
+            else:
+                where = ", ".join(self.port.get("param_devices", [])) or "no optimizer step"
+                out.append(f"the original trains, the port did not train on {self.device} (parameters stepped on: "
+                           f"{where})")
         for f in self.cuda_left:
             out.append(f"CUDA use left on the path that ran: {f.path}:{f.line}:{f.col}: {f.code} {f.message}")
         return out
@@ -168,7 +176,9 @@ class Verification:
             moved = "moved" if self.port.get("moved") else "did not move"
             out.append(f"  the port: {steps} optimizer steps, parameters on {devices}, {moved}")
         elif self.ran:
-            out.append("  the port: no optimizer step")
+            skipped = self.port.get("skipped")
+            out.append(f"  the port: no optimizer step (its GradScaler skipped {skipped})" if skipped else
+                       "  the port: no optimizer step")
         words = self.losses()
         if words:
             out.append(f"  {words}")
@@ -186,6 +196,8 @@ class Verification:
         for f in self.not_reached:
             out.append(f"  CUDA left, not reached by this run: {f.path}:{f.line}:{f.col}: {f.code} {f.message}{of}")
         problems = self.problems()
+        # what the lines above do not already say (a failure and the CUDA left are shown as they are)
+        out.extend(f"  {p}" for p in problems if not p.startswith(("CUDA use left", "the port did not run")))
         out.append(f"verify: the port runs on {self.target} with no CUDA left" if not problems else
                    f"verify: {len(problems)} problem{'s' if len(problems) != 1 else ''} left")
         return out

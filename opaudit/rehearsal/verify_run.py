@@ -39,6 +39,8 @@ class _Watch:
         self.losses: list[float] = []
         self.steps = 0
         self.moved = 0  # checked steps that changed a parameter
+        self.skipped = 0  # GradScaler.step calls that did not step the optimizer (inf or NaN gradients)
+        self.scale: float | None = None  # the scale of the last step the scaler skipped
         self.param_devices: set[str] = set()
         self._before: dict[int, list[tuple[Any, Any]]] = {}
         self._scaled: dict[int, float] = {}
@@ -104,9 +106,20 @@ class _Watch:
                 return out
             return watched_scale
 
+        def stepping(step: Any) -> Any:
+            def watched_step(self: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+                before = watch.steps
+                out = step(self, optimizer, *args, **kwargs)
+                if watch.steps == before and self.is_enabled():  # found inf or NaN: the optimizer did not step
+                    watch.skipped += 1
+                    watch.scale = float(self.get_scale())
+                return out
+            return watched_step
+
         torch.Tensor.backward = watched_backward  # type: ignore[method-assign]
         for cls in scaler_classes():  # (torch < 2.3: CUDA's and the device's own, rehearsal/amp.py)
             cls.scale = watching(cls.scale)
+            cls.step = stepping(cls.step)
 
         def pre(opt: Any, args: Any, kwargs: Any) -> None:
             if watch.steps >= CHECKED_STEPS:
@@ -226,7 +239,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         result["error"] = describe_exception(e)
         result["details"] = user_frames(e)
     result.update(lines={f: sorted(s) for f, s in watch.lines.items() if s}, losses=watch.losses,
-                  steps=watch.steps, moved=watch.moved, param_devices=sorted(watch.param_devices))
+                  steps=watch.steps, moved=watch.moved, param_devices=sorted(watch.param_devices),
+                  skipped=watch.skipped, scale=watch.scale)
     return result
 
 

@@ -137,3 +137,17 @@ def test_a_reference_that_stops_after_its_steps_is_a_reference_up_to_there():
     text = "\n".join(v.lines())
     assert "the original on the CPU: stopped after 2 optimizer steps (InvalidGitRepositoryError" in text
     assert "no reference" not in text and "losses equal to the CPU run's for 2 steps" in text
+
+
+def test_steps_the_port_s_grad_scaler_skipped_are_named_as_such(tmp_path):
+    """YOLOv9's trainers in the seventh held-out set: under the ported AMP, the GradScaler skipped every step of a
+    short run (float16 gradients past their range at the initial scale, as on a CUDA GPU), where the CPU run (no AMP)
+    stepped; verify said only "no optimizer step". It now says the scaler skipped them, and what to do."""
+    shutil.copytree(PROGRAMS / "amp_overflow", tmp_path / "p")
+    code, out, err = run_cli("fix", "-t", "ascend", "--unsafe-fixes", "--verify", "--", "train.py", "--steps", "2",
+                             cwd=tmp_path / "p")
+    assert code == 1, out + err
+    assert "the original on the CPU: ran, trains (2 optimizer steps)" in out, out
+    assert "the port: no optimizer step (its GradScaler skipped 2)" in out, out
+    assert "the port's GradScaler skipped every optimizer step (2: inf or NaN gradients, the last at scale 32768)" in \
+        out + err, out + err
