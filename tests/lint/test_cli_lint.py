@@ -148,9 +148,9 @@ def test_pyproject_configuration(project):
 
 def test_rules_and_explain():
     code, out, _ = run_cli("rules")
-    assert code == 0 and len(out.splitlines()) == 104 and out.startswith("OA001  backend-not-imported")
+    assert code == 0 and len(out.splitlines()) == 105 and out.startswith("OA001  backend-not-imported")
     code, out, _ = run_cli("rules", "--output-format", "json")
-    assert len(json.loads(out)) == 104
+    assert len(json.loads(out)) == 105
     code, out, _ = run_cli("explain", "oa301", "-t", "musa")
     assert code == 0 and out.startswith("# OA301 (nccl-backend)") and "musa:mccl" in out and "hccl" not in out
     code, _, err = run_cli("explain", "OA999")

@@ -14,7 +14,10 @@
   package's source (opaudit/lint/installed.py). ``fix`` passes the parameter that controls it, with the target's
   device; where none does, the finding says where the choice lives.
 
-Examples: rules/catalogue.toml [OA701] ... [OA715].
+- A PyTorch Lightning ``Trainer`` or ``Fabric`` on a target Lightning has no accelerator for (OA716): what its
+  ``accelerator`` does there ("gpu"/"cuda" raise, "auto" trains on the CPU); ``accelerator="cpu"`` is no finding.
+
+Examples: rules/catalogue.toml [OA701] ... [OA716].
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ from opaudit.lint.walk import (
     file_state,
     imported_names,
     lookup,
+    node_code,
     on,
+    on_api,
     on_call,
     on_call_prefix,
     string_value,
@@ -293,3 +298,32 @@ def _argument_text(c: FileCheck, param: str, choice: installed.Choice) -> str | 
     if not text:
         return None
     return f'torch.device("{text}")' if made else f'"{text}"'
+
+
+# -- OA716: PyTorch Lightning's choice of device ----------------------------------------------------------
+@on_api("OA716")
+def _lightning(c: FileCheck, node: cst.CSTNode, q: str) -> None:
+    """``Trainer(accelerator=...)`` / ``Fabric(accelerator=...)`` (the rule's ``targets`` are those Lightning has no
+    accelerator for): one finding a call, saying what the accelerator it names does on the target."""
+    call = c.parent
+    if not isinstance(call, cst.Call) or call.func is not node:
+        return
+    a = argument(call, 0 if q.endswith("Fabric") else len(call.args), "accelerator")
+    if a is None and any(x.star == "**" for x in call.args):
+        return  # the accelerator may come in **kwargs: not known here
+    value = string_value(a.value) if a is not None else "auto"
+    device = c.target.device or c.target.name
+    if value is not None and value.lower() == "cpu":
+        return
+    if value is None:
+        what = (f"`accelerator={node_code(a.value) if a is not None else ''}` is chosen at run time: \"gpu\" or "
+                f"\"cuda\" raise on {device}, \"auto\" trains on the CPU")
+    elif value.lower() in ("gpu", "cuda"):
+        means = "CUDA or MPS" if value.lower() == "gpu" else "CUDA"
+        what = f'`accelerator="{value}"` means {means} to Lightning and raises on {device}'
+    else:
+        what = (f'`accelerator="{value}"` ' + ("(the default) " if a is None else "") +
+                f"finds no CUDA, MPS or TPU on {device} and trains on the CPU without a word")
+    c.report(call, "OA716", f"{c.rules['OA716'].summary}: `{q}`: {what}",
+             suggestion=f"register a Lightning Accelerator for the {device} device and pass it as accelerator=, or "
+                        "move the model and batches yourself")
