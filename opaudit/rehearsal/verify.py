@@ -48,14 +48,16 @@ RTOL = 1e-3  # losses that agree within this relative difference are equal (a de
 # findings that name no CUDA API, device string or library, whose effect the rehearsal itself shows: `fused=True`
 # passed on to an optimizer (the fused kernel runs on the device, or the op statistics say it falls back); and every
 # rule the catalogue scopes to some targets (`targets = [...]`): advice about that target (channels_last under
-# Ascend's auto-migration, OA613), not CUDA left in the port
+# Ascend's auto-migration, OA613), not CUDA left in the port; but a library's own choice of CUDA scoped to the
+# targets it has no device for (PyTorch Lightning's accelerator, OA716) is CUDA use left on those targets
 ADVICE = frozenset({"OA207"})
+SCOPED_CHOICES = frozenset({"OA716"})
 
 
 def is_cuda_use(code: str) -> bool:
     """Whether a finding of ``code`` left in a port is CUDA use (what fails ``fix --verify``), not advice."""
     rule = load_catalogue().rules.get(code)
-    return code not in ADVICE and not (rule is not None and rule.targets)
+    return code not in ADVICE and (code in SCOPED_CHOICES or not (rule is not None and rule.targets))
 
 
 @dataclass

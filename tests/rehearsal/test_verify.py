@@ -151,3 +151,13 @@ def test_steps_the_port_s_grad_scaler_skipped_are_named_as_such(tmp_path):
     assert "the port: no optimizer step (its GradScaler skipped 2)" in out, out
     assert "the port's GradScaler skipped every optimizer step (2: inf or NaN gradients, the last at scale 32768)" in \
         out + err, out + err
+
+
+def test_a_library_s_own_choice_of_device_is_cuda_left_and_target_advice_is_not():
+    """OA716 (PyTorch Lightning's accelerator, scoped to the targets Lightning has no device for) is what keeps the
+    seventh held-out set's Lightning DDPM from the device: a port that keeps it is not done; channels_last under
+    Ascend's auto-migration (OA613, also scoped) is advice, and fused=True (OA207) the rehearsal's own business."""
+    from opaudit.rehearsal.verify import is_cuda_use
+
+    assert is_cuda_use("OA716") and is_cuda_use("OA101")
+    assert not is_cuda_use("OA613") and not is_cuda_use("OA207")
