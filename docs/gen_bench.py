@@ -465,21 +465,27 @@ def zoo() -> Bench:
               ["rerun from the cache", f"{d['cached_rerun_s']} s", f"<= {g['cached_rerun_s']:.0f} s",
                met(ok["cached_rerun_s"])]]
     tail = load("zoo_hf_tail.json")
-    b.results.append("zoo_hf_tail.json")
-    every = tail["all_model_types"]
-    b.context += (f" The {tail['specs']} not traced for real were rerun alone after fixes of inputs, cuts and "
-                  f"configurations (`zoo_hf_tail.py`, transformers {tail['versions']['transformers']}, commit "
-                  f"{tail['commit']}): {tail['traced_real']} now trace for real; with the others as the full run "
-                  f"measured them (not rerun), {every['traced_real']} of {every['model_types']}.")
-    b.rows.append([f"of the {tail['specs']} not traced for real, rerun after the fixes",
-                   f"{tail['traced_real']} traced for real", "—", "—"])
-    b.rows.append(["model types traced for real, the full run's and the rerun's",
-                   f"{every['traced_real']} of {every['model_types']} ({pct(every['real_share'])})",
-                   f">= {pct(tail['goal_real_share'])}", met(every["real_share"] >= tail["goal_real_share"])])
+    _tail(b, "zoo_hf_tail.json", tail["all_model_types"], "model_types", "model types",
+          f"`zoo_hf_tail.py`, transformers {tail['versions']['transformers']}, ")
     b.summary = [["zoo of every transformers model type", "—",
                   f"{pct(d['real_share'])} traced for real, {d['wall_s']:.0f} s",
                   f">= {pct(g['real_share'])}, <= {g['wall_s']:.0f} s", met(all(ok.values()))]]
     return b
+
+
+def _tail(b: Bench, name: str, every: dict[str, Any], count: str, what: str, how: str = "") -> None:
+    """A zoo's rerun of the models its full run did not trace for real (``name``), after fixes: said in the context,
+    and two rows (the rerun's figure; the full run's and the rerun's together against the goal)."""
+    tail = load(name)
+    b.results.append(name)
+    b.context += (f" The {tail['specs']} not traced for real were rerun alone after fixes of inputs, cuts and "
+                  f"configurations ({how}commit {tail['commit']}): {tail['traced_real']} now trace for real; with "
+                  f"the others as the full run measured them (not rerun), {every['traced_real']} of {every[count]}.")
+    b.rows.append([f"of the {tail['specs']} not traced for real, rerun after the fixes",
+                   f"{tail['traced_real']} traced for real", "—", "—"])
+    b.rows.append([f"{what} traced for real, the full run's and the rerun's",
+                   f"{every['traced_real']} of {every[count]} ({pct(every['real_share'])})",
+                   f">= {pct(tail['goal_real_share'])}", met(every["real_share"] >= tail["goal_real_share"])])
 
 
 def zoo_library(library: str, title: str) -> Bench:
@@ -508,18 +514,7 @@ def zoo_library(library: str, title: str) -> Bench:
               ["rerun from the cache", f"{d['cached_rerun_s']} s" if d.get("cached_rerun_s") is not None
                else "not measured", "—", "—"]]
     if (RESULTS / f"zoo_{library}_tail.json").exists():  # the classes not traced for real, rerun after fixes
-        tail = load(f"zoo_{library}_tail.json")
-        b.results.append(f"zoo_{library}_tail.json")
-        every = tail["all_classes"]
-        b.context += (f" The {tail['specs']} not traced for real were rerun alone after fixes of inputs, cuts and "
-                      f"configurations (commit {tail['commit']}): {tail['traced_real']} now trace for real; with the "
-                      f"others as the full run measured them (not rerun), {every['traced_real']} of "
-                      f"{every['classes']}.")
-        b.rows.append([f"of the {tail['specs']} not traced for real, rerun after the fixes",
-                       f"{tail['traced_real']} traced for real", "—", "—"])
-        b.rows.append(["classes traced for real, the full run's and the rerun's",
-                       f"{every['traced_real']} of {every['classes']} ({pct(every['real_share'])})",
-                       f">= {pct(tail['goal_real_share'])}", met(every["real_share"] >= tail["goal_real_share"])])
+        _tail(b, f"zoo_{library}_tail.json", load(f"zoo_{library}_tail.json")["all_classes"], "classes", "classes")
     b.summary = [[f"zoo of {'a sample of' if sample.get('specs') else 'every'} {library} model"
                   + ("s" if sample.get("specs") else ""), "—", f"{pct(d['real_share'])} traced for real",
                   f">= {pct(d['goals']['real_share'])}", met(d["met"]["real_share"])]]
@@ -694,7 +689,8 @@ def verify_heldout7() -> Bench:
     return _later_set(7, "seventh", "detection with and without AMP, semantic segmentation, diffusion (Lightning, "
                       "guided-diffusion with float16 training), speech synthesis, recognition, enhancement and voice "
                       "conversion, GANs", "the first six sets",
-                      ("verify_heldout7_rerun", "YOLOv9's two, rerun after verify named skipped AMP steps (not held out)"))
+                      ("verify_heldout7_rerun",
+                       "YOLOv9's two, rerun after verify named skipped AMP steps (not held out)"))
 
 
 def benchmarks() -> list[Bench]:
