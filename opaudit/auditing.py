@@ -469,10 +469,11 @@ def _verdict(m: Matrix, groups: list[OpGroup], results: list[Support], caveats: 
             continue  # its own ops are recorded (or resolved through it): count each call once
         ops[s.status] += 1
         calls[s.status] += g.calls
-        if s.status in lists and _label(g) not in lists[s.status]:  # an op in and out of a branch: once
-            lists[s.status].append(_label(g))
-        if cav and _label(g) not in flagged:
-            flagged.append(_label(g))
+        label = _label(g)
+        if s.status in lists and label not in lists[s.status]:  # an op in and out of a branch: once
+            lists[s.status].append(label)
+        if cav and label not in flagged:
+            flagged.append(label)
     # a choice whose target pick is missing shows up through the ops recorded within it, or not at all
     for g, s in zip(groups, results, strict=True):
         if g.kind == "choice" and s.status in lists and not any(x.within == g.op for x in groups):

@@ -78,8 +78,9 @@ class Receivers:
             return None if any(k is None for k in kinds) else next((k for k in kinds if k), "")
         if isinstance(node, cst.Name):
             return self._name(node.value, stack, depth, visiting)
-        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
-            return self._own_attribute(node.attr.value, stack, depth, visiting)
+        attr = _own(node)
+        if attr is not None:
+            return self._own_attribute(attr, stack, depth, visiting)
         return None
 
     def _own_attribute(self, attr: str, stack: list[cst.CSTNode], depth: int, visiting: set[tuple[int, str]]
@@ -112,10 +113,9 @@ class Receivers:
                 targets = [t.target for t in n.targets] if isinstance(n, cst.Assign) else \
                     [n.target] if isinstance(n, (cst.AnnAssign, cst.AugAssign)) else []
                 for t in targets:
-                    if isinstance(t, (cst.Tuple, cst.List)) and any(
-                            _is_own(e.value, attr) for e in t.elements):
+                    if isinstance(t, (cst.Tuple, cst.List)) and any(_own(e.value) == attr for e in t.elements):
                         return None  # unpacked: not followed
-                    if _is_own(t, attr):
+                    if _own(t) == attr:
                         if isinstance(n, cst.AugAssign) or getattr(n, "value", None) is None:
                             return None
                         values.append((n.value, [*stack[:at + 2], m, m.body]))
@@ -402,10 +402,11 @@ def _loop_targets(target: cst.CSTNode, iterable: cst.CSTNode, add: Any, paramete
     _others(target, add)
 
 
-def _is_own(node: cst.CSTNode, attr: str) -> bool:
-    """Whether ``node`` is ``self.<attr>``."""
-    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self" and \
-        node.attr.value == attr
+def _own(node: cst.CSTNode) -> str | None:
+    """``x`` where ``node`` is ``self.x``, else None."""
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return node.attr.value
+    return None
 
 
 def _children(node: cst.CSTNode) -> list[cst.CSTNode]:

@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from opaudit.errors import InputError
-from opaudit.lint.catalogue import load_catalogue
 from opaudit.lint.engine import DEFAULT_EXCLUDE, VCS_DIRS, Run, Settings, run
 from opaudit.lint.findings import Finding
 
@@ -46,18 +45,15 @@ LINK_OVER = 8 << 20  # files over 8 MiB (data, checkpoints) are linked into a co
 RTOL = 1e-3  # losses that agree within this relative difference are equal (a device's own path for a GRU cell
 # or an attention differs from the CPU's in the last digits)
 # findings that name no CUDA API, device string or library, whose effect the rehearsal itself shows: `fused=True`
-# passed on to an optimizer (the fused kernel runs on the device, or the op statistics say it falls back); and every
-# rule the catalogue scopes to some targets (`targets = [...]`): advice about that target (channels_last under
-# Ascend's auto-migration, OA613), not CUDA left in the port; but a library's own choice of CUDA scoped to the
-# targets it has no device for (PyTorch Lightning's accelerator, OA716) is CUDA use left on those targets
-ADVICE = frozenset({"OA207"})
-SCOPED_CHOICES = frozenset({"OA716"})
+# passed on to an optimizer (the fused kernel runs on the device, or the op statistics say it falls back), and
+# channels_last under Ascend's auto-migration (OA613, advice about that target). Every other finding left is CUDA
+# use, a rule scoped to some targets too (PyTorch Lightning's accelerator, OA716, where Lightning has no device)
+ADVICE = frozenset({"OA207", "OA613"})
 
 
 def is_cuda_use(code: str) -> bool:
     """Whether a finding of ``code`` left in a port is CUDA use (what fails ``fix --verify``), not advice."""
-    rule = load_catalogue().rules.get(code)
-    return code not in ADVICE and (code in SCOPED_CHOICES or not (rule is not None and rule.targets))
+    return code not in ADVICE
 
 
 @dataclass
@@ -130,6 +126,15 @@ class Verification:
         out = []
         if not self.ran:
             out.append(f"the port did not run to its end on {self.target}: {self.port.get('error')}")
+        out += self._run_problems()
+        for f in self.cuda_left:
+            out.append(f"CUDA use left on the path that ran: {f.path}:{f.line}:{f.col}: {f.code} {f.message}")
+        return out
+
+    def _run_problems(self) -> list[str]:
+        """The problems of a port that ran: it never reached the device, or did not train where the original does
+        (what the report's other lines do not say; a failure and the CUDA left are shown as they are)."""
+        out = []
         if self.ran and not self.reached:
             out.append(f"no op reached the {self.device} device: the port ran on the CPU only")
         if self.reference_trains and self.ran and not self.trained_on_device:
@@ -144,8 +149,6 @@ class Verification:
                 where = ", ".join(self.port.get("param_devices", [])) or "no optimizer step"
                 out.append(f"the original trains, the port did not train on {self.device} (parameters stepped on: "
                            f"{where})")
-        for f in self.cuda_left:
-            out.append(f"CUDA use left on the path that ran: {f.path}:{f.line}:{f.col}: {f.code} {f.message}")
         return out
 
     def lines(self) -> list[str]:
@@ -197,9 +200,8 @@ class Verification:
             out.append(f"  CUDA left, ran: {f.path}:{f.line}:{f.col}: {f.code} {f.message}{of}")
         for f in self.not_reached:
             out.append(f"  CUDA left, not reached by this run: {f.path}:{f.line}:{f.col}: {f.code} {f.message}{of}")
+        out.extend(f"  {p}" for p in self._run_problems())
         problems = self.problems()
-        # what the lines above do not already say (a failure and the CUDA left are shown as they are)
-        out.extend(f"  {p}" for p in problems if not p.startswith(("CUDA use left", "the port did not run")))
         out.append(f"verify: the port runs on {self.target} with no CUDA left" if not problems else
                    f"verify: {len(problems)} problem{'s' if len(problems) != 1 else ''} left")
         return out

@@ -480,6 +480,7 @@ def _real(model: Any) -> bool:
     return bool(params) and all(p.device.type == "cpu" for p in params)
 
 
+@cache
 def _matmuls() -> tuple[Any, ...]:
     import torch
 
@@ -487,23 +488,18 @@ def _matmuls() -> tuple[Any, ...]:
     return (aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.convolution)
 
 
-_MATMULS: Any = ()
-
-
 def _counter(count: list[int]) -> Any:
     """A dispatch mode that counts the ops run under it in ``count[0]``, and refuses a matrix product of two
     dtypes as the real kernels do (an integer timestep into a Linear: meta's kernels let it through)."""
+    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    global _MATMULS
-    _MATMULS = _MATMULS or _matmuls()
-
-    import torch
+    matmuls = _matmuls()
 
     class Count(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             count[0] += 1
-            if func.overloadpacket in _MATMULS:  # meta's kernels check the shapes, the real ones the dtypes too
+            if func.overloadpacket in matmuls:  # meta's kernels check the shapes, the real ones the dtypes too
                 dtypes = {a.dtype for a in args if isinstance(a, torch.Tensor)}
                 if len(dtypes) > 1:
                     raise RuntimeError(f"{func}: mat1 and mat2 must have the same dtype, got {sorted(map(str, dtypes))}"

@@ -205,7 +205,6 @@ _DIFFUSERS_HEADS = ("num_attention_heads", "n_heads", "dit_heads")
 # the model width a head count divides, where the class names no head size (Z-Image's dim, LongCat's dit_dim)
 _DIFFUSERS_WIDTHS = ("dim", "hidden_size", "inner_dim")
 _DIFFUSERS_VOCAB = 8192  # a vocabulary above this is cut to it: a head over 150k tokens is most of a model
-# block widths, an encoder's and a decoder's apart where a VAE names them so
 # grouped-query attention's key and value heads: at most the heads left, so that they still divide them
 _DIFFUSERS_KV_HEADS = ("num_kv_heads", "num_key_value_heads", "num_attention_kv_heads")
 

@@ -308,7 +308,9 @@ def _lightning(c: FileCheck, node: cst.CSTNode, q: str) -> None:
     call = c.parent
     if not isinstance(call, cst.Call) or call.func is not node:
         return
-    a = argument(call, 0 if q.endswith("Fabric") else len(call.args), "accelerator")
+    # Fabric takes its accelerator first; a Trainer's arguments are keyword-only
+    a = argument(call, 0, "accelerator") if q.endswith("Fabric") else \
+        next((x for x in call.args if x.keyword is not None and x.keyword.value == "accelerator"), None)
     if a is None and any(x.star == "**" for x in call.args):
         return  # the accelerator may come in **kwargs: not known here
     value = string_value(a.value) if a is not None else "auto"
