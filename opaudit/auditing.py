@@ -371,7 +371,7 @@ def _status(m: Matrix, g: OpGroup, trace: Trace) -> Support:
     branch = branches.of(g.within)
     if branch is not None:
         if branch.taken_elsewhere(m.release.device_type, m.release.torch):
-            return _other_arm(m, branch)
+            return _other_arm(m, branch, g.dtypes)
     elif g.within:
         choice = m.resolve(g.within)
         pick = choice.via or g.within.removeprefix("aten::").removesuffix(".default")
@@ -383,10 +383,12 @@ def _status(m: Matrix, g: OpGroup, trace: Trace) -> Support:
     return m.resolve_call(g.op, g.dtypes, trace.registrations.get(g.op) if g.kind == "custom" else None)
 
 
-def _other_arm(m: Matrix, branch: branches.Branch) -> Support:
+def _other_arm(m: Matrix, branch: branches.Branch, recorded: tuple[str, ...]) -> Support:
     """An op of a device branch's CUDA arm, on a target that takes the other arm: the status of the other arm's
-    ops there (the worst of them), with the branch named."""
-    results = [m.resolve_call(op, ("|".join(dtypes),) if dtypes else ()) for op, dtypes in branch.other_arm]
+    ops there (the worst of them), with the branch named. An op of the other arm without dtypes in the data runs
+    on the tensors of the recorded one: it is judged with the ``recorded`` op's dtypes (a float16 attention's
+    other arm in float16)."""
+    results = [m.resolve_call(op, ("|".join(dtypes),) if dtypes else recorded) for op, dtypes in branch.other_arm]
     worst = max(results, key=lambda s: STATUSES.index(s.status), default=Support("native"))
     via = ", ".join(short(op) for op, _ in branch.other_arm) or None
     return Support(worst.status, via=via, note=branch.describe(m.release.device_type)

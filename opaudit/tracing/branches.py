@@ -44,6 +44,9 @@ class Branch:
     # an optimizer's setting the arm is taken by default for ("foreach"): the arm counts only while the step's
     # param group leaves it None (a program that asks for it runs the same path on every device)
     default_of: str = ""
+    # a device type whose other arm has releases of its own ((device, versions), ...): XPU joined the transformer
+    # encoder's fast path in 2.12, so it takes the other arm only before
+    device_versions: tuple[tuple[str, str], ...] = ()
 
     @property
     def label(self) -> str:
@@ -55,11 +58,14 @@ class Branch:
         other arm, and so never runs the recorded ops."""
         from opaudit.matrix.matrix import holds
 
-        return device_type in self.devices and holds(self.versions, torch_version)
+        return device_type in self.devices and holds(dict(self.device_versions).get(device_type, self.versions),
+                                                     torch_version)
 
     def describe(self, device_type: str) -> str:
-        ops = ", ".join(f"{op.removeprefix('aten::')} ({'|'.join(d) or 'any dtype'})" for op, d in self.other_arm)
-        return f"torch takes another branch on {device_type} ({self.source}): it runs {ops or 'no op'} there instead"
+        ops = ", ".join(op.removeprefix("aten::") + (f" ({'|'.join(d)})" if d else "") for op, d in self.other_arm)
+        recorded = " (in the dtypes recorded)" if any(not d for _, d in self.other_arm) else ""
+        return (f"torch takes another branch on {device_type} ({self.source}): it runs {ops or 'no op'} there "
+                f"instead{recorded}")
 
 
 @functools.cache
@@ -72,7 +78,8 @@ def branches() -> dict[str, Branch]:
                    (conditions,) if isinstance(conditions, str) else tuple(conditions), e.get("cuda_arm", "body"),
                    tuple(e["devices"]),
                    tuple((o["op"], tuple(o.get("dtypes", ()))) for o in e.get("other_arm", [])), e["why"],
-                   e["source"], e.get("versions", ""), e.get("default_of", ""))
+                   e["source"], e.get("versions", ""), e.get("default_of", ""),
+                   tuple(sorted(e.get("device_versions", {}).items())))
         out[b.label] = b
     return out
 

@@ -181,3 +181,96 @@ def test_an_optimizer_s_default_foreach_path_is_judged_by_the_path_each_device_t
     for v in verdicts.values():
         assert v["musa@1.2.1"][0] == "fails" and [x.split(",")[0].rstrip(")") for x in v["musa@1.2.1"][1]] == \
             ["_foreach_lerp_.Scalar (optimizer"], verdicts
+
+
+def _attention(mask: bool) -> tuple[nn.Module, nn.Module, torch.Tensor, torch.Tensor | None]:
+    torch.manual_seed(0)
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 2,
+                                enable_nested_tensor=mask).eval()
+    mha = nn.MultiheadAttention(32, 4, batch_first=True).eval()
+    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2]) if mask else None
+    return enc, mha, torch.randn(2, 5, 32), pad
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_attention_s_fast_paths_are_judged_by_the_path_each_device_takes():
+    """In inference, MultiheadAttention and TransformerEncoderLayer run one fused op on cpu, cuda and the PrivateUse1
+    device, their general path on mps, xla and xpu (the encoder layer's fused op on xpu from 2.12): MPS has neither
+    fused op, and was reported failing on both; Ascend's PrivateUse1 device runs them, the encoder layer's on its CPU
+    fallback. The encoder's mask check runs on every device (_nested_tensor_from_mask_left_aligned, which MPS lacks:
+    a padding mask fails there for real, before the device test), its nested-tensor conversion only on the fast
+    path's devices."""
+    enc, mha, x, pad = _attention(mask=True)
+    engines = ["python"] + (["native"] if native.load() is not None else [])
+    for name in engines:
+        with recorder_engine(name), opaudit.record() as rec, torch.no_grad():
+            h = enc(x, src_key_padding_mask=pad)
+            mha(h, h, h)
+        marked = {(r.op, r.within.removeprefix("branch:nn.")) for r in rec.trace.records
+                  if r.within and r.within.startswith("branch:nn.")}
+        assert marked == {("aten::_native_multi_head_attention.default", "mha.fast_path"),
+                          ("aten::_transformer_encoder_layer_fwd.default", "transformer_encoder_layer.fast_path"),
+                          ("aten::_nested_tensor_from_mask.default", "transformer_encoder.nested"),
+                          ("aten::logical_not.default", "transformer_encoder.nested"),
+                          ("aten::to_padded_tensor.default", "transformer_encoder.nested")}, name
+        assert any(r.op == "aten::_nested_tensor_from_mask_left_aligned.default" and r.within is None
+                   for r in rec.trace.records)
+    targets = ["mps@2.14.1", "xpu@2.7", "xpu@2.14", "ascend@2.14.0"]
+    a = opaudit.audit(rec.trace, targets, landscape=False)
+    assert a.verdict("mps@2.14.1").missing == ["_nested_tensor_from_mask_left_aligned (forward)"]
+    f = a.frame.set_index(["target", "op"])
+    fused = ("aten::_native_multi_head_attention.default", "aten::_transformer_encoder_layer_fwd.default")
+    for op in fused:
+        assert f.loc[("mps@2.14.1", op), "status"] in ("native", "composite")
+        assert "another branch on mps" in f.loc[("mps@2.14.1", op), "note"]
+    # xpu: MultiheadAttention's general path in every release, the encoder layer's fused op from 2.12
+    assert "another branch on xpu" in f.loc[("xpu@2.7", fused[1]), "note"]
+    assert "branch" not in f.loc[("xpu@2.14", fused[1]), "note"]
+    assert "another branch on xpu" in f.loc[("xpu@2.14", fused[0]), "note"]
+    # the PrivateUse1 device takes both fast paths: judged as recorded
+    assert f.loc[("ascend@2.14.0", fused[1]), "status"] == "cpu_fallback"
+    assert not any("branch" in f.loc[("ascend@2.14.0", op), "note"] for op in fused)
+
+    # without a padding mask nothing of the encoder's conversion runs, and MPS runs the whole model
+    enc, mha, x, _ = _attention(mask=False)
+    with opaudit.record() as rec, torch.no_grad():
+        h = enc(x)
+        mha(h, h, h)
+    a = opaudit.audit(rec.trace, ["mps@2.1.0", "mps@2.14.1"], landscape=False)
+    assert [(a.verdict(t).verdict, a.verdict(t).missing) for t in ("mps@2.1.0", "mps@2.14.1")] == [("runs", [])] * 2
+
+
+@pytest.mark.parametrize("label", ["branch:nn.mha.fast_path", "branch:nn.transformer_encoder_layer.fast_path"])
+def test_each_attention_module_s_other_arm_is_what_its_general_path_runs(label):
+    """The data's other arm of a fast path, held to the ops the module's general path records here (grad enabled,
+    which takes it on the CPU): MultiheadAttention with and without attention weights and with a float mask, the
+    encoder layer with relu and gelu."""
+    declared = {op for op, _ in branches.branches()[label].other_arm}
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 32)
+    if label == "branch:nn.mha.fast_path":
+        mha = nn.MultiheadAttention(32, 4, batch_first=True).eval()
+        mask = torch.zeros(5, 5)
+        calls = [lambda: mha(x, x, x), lambda: mha(x, x, x, need_weights=False),
+                 lambda: mha(x, x, x, attn_mask=mask)]
+    else:
+        layers = [nn.TransformerEncoderLayer(32, 4, 64, activation=act, batch_first=True).eval()
+                  for act in ("relu", "gelu")]
+        calls = [lambda layer=layer: layer(x) for layer in layers]
+    for call in calls:
+        with opaudit.record() as rec:
+            call()
+        ran = {r.op.removesuffix(".default") for r in rec.trace.records if r.kind != "api"}
+        assert ran and ran <= declared, ran - declared
+
+
+def test_the_strict_rehearsal_of_mps_runs_attention_s_fast_paths_as_its_general_path(tmp_path):
+    """The rehearsal's device for mps is a PrivateUse1 device, which takes the fused ops' path: MPS lacks them,
+    and a strict rehearsal failed on the first one though the real device never calls it. Ascend's runs one on the
+    vendor's CPU fallback, as the audit says."""
+    script = FIXTURES / "scripts" / "attention_inference.py"
+    rc, out, err = run_cli("run", "--simulate", "mps", "--strict", "--", str(script), cwd=tmp_path)
+    assert rc == 0, err[-2000:]
+    assert "runs on the device" in out + err
+    rc, out, err = run_cli("run", "--simulate", "ascend", "--strict", "--", str(script), cwd=tmp_path)
+    assert rc == 0 and "_transformer_encoder_layer_fwd" in out + err and "vendor_cpu" in out + err, err[-2000:]
