@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opaudit.errors import InputError
-from opaudit.matrix import Database, Matrix, Support, load_database, load_matrix
+from opaudit.matrix import Database, Matrix, Support, amp, load_database, load_matrix
 from opaudit.matrix.matrix import STATUSES, dtype_names
 from opaudit.matrix.torchops import version_key
 from opaudit.tracing import branches
@@ -379,6 +379,9 @@ def _status(m: Matrix, g: OpGroup, trace: Trace) -> Support:
                        note=f"backward of {g.within}: the target runs the backward of its own pick"
                             + (f" ({choice.note})" if choice.note else ""))
     if g.kind == "api":
+        if g.op == amp.OP:
+            r = m.release
+            return amp.support(r.device_type, r.dispatch_key, r.torch, g.dtypes)
         return m.resolve_api(g.op)
     return m.resolve_call(g.op, g.dtypes, trace.registrations.get(g.op) if g.kind == "custom" else None)
 
@@ -402,6 +405,9 @@ def _judged_as_recorded(m: Matrix, g: OpGroup) -> bool:
 
 
 def _caveats(m: Matrix, g: OpGroup) -> list[str]:
+    if g.op == amp.OP:
+        said = amp.caveat(m.release.device_type, m.release.dispatch_key, m.release.torch, g.dtypes)
+        return [said] if said else []
     if (g.kind == "choice" and not g.dtypes) or g.kind == "api" or not _judged_as_recorded(m, g):
         return []
     return [c.describe() for c in m.caveats(g.op, g.dtypes)]
@@ -521,8 +527,14 @@ def _advise(a: Audit, key: str, db: Database) -> None:
                 remaining -= set(fixed)
             if not remaining:
                 break
-    if v.verdict == "version_skew":
+    skewed = [(g, s) for g, s in zip(a.groups, a.results[key], strict=True) if s.status == "version_skew"]
+    if any(g.op != amp.OP for g, _ in skewed):  # an op its PyTorch lacks: the trace may take another path there
         v.advice.append(retrace_advice(a.trace, r))
+    for g, s in skewed:
+        if g.op == amp.OP:  # no re-trace changes this: the program's autocast itself
+            v.advice.append(f"autocast for {r.device_type} needs PyTorch {s.since} or later: a release of "
+                            f"{r.vendor} on it, or the program without autocast on this target "
+                            f"({', '.join(g.sources[:3])})")
     foreach = [g for g, _ in bad if g.op.startswith("aten::_foreach_") and g.phase == "optimizer"]
     if foreach and r.device_type not in FOREACH_DEVICES and r.dispatch_key != "PrivateUse1":
         v.advice.append(f"torch.optim picks its foreach path by default only on {', '.join(FOREACH_DEVICES)} and "

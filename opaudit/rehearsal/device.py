@@ -38,6 +38,7 @@ from opaudit.rehearsal import checkpoint, memory
 from opaudit.rehearsal.patches import Patches
 from opaudit.rehearsal.tensor import SimTensor, state
 from opaudit.torchcompat import TensorBase
+from opaudit.tracing.autocast import legacy_autocast
 
 if TYPE_CHECKING:
     from opaudit.rehearsal.simulator import Simulator
@@ -288,8 +289,9 @@ class SimDevice(types.ModuleType):
     def is_bf16_supported(self, including_emulation: bool = True) -> bool:
         return True
 
-    def _autocast(self, enabled: bool = True, dtype: torch.dtype = torch.float16, cache_enabled: bool = True):
-        return torch.autocast(self.device_name, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+    def _autocast(self, enabled: bool = True, dtype: torch.dtype | None = None, cache_enabled: bool = True):
+        # (float16 where the program names no dtype, as torch.cuda.amp.autocast; a recording sees what it named)
+        return legacy_autocast(self.device_name, dtype, enabled=enabled, cache_enabled=cache_enabled)
 
     def _grad_scaler(self, *args: Any, **kwargs: Any) -> Any:
         return torch.amp.GradScaler(self.device_name, *args, **kwargs)

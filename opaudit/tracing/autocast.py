@@ -274,3 +274,74 @@ def policy_dtypes(op: str, dtypes: tuple, low: torch.dtype) -> tuple:
     if policy == "fp32":
         return tuple(torch.float32 if d in floating else d for d in dtypes)
     return dtypes
+
+
+NAMED = "_opaudit_named"  # set on an autocast object before its __init__: the dtype the program named (None: none)
+
+
+def legacy_autocast(device_type: str, dtype: torch.dtype | None = None, **kwargs: Any) -> Any:
+    """``torch.autocast(device_type)`` for a device module's ``amp.autocast(enabled, dtype=float16, ...)`` (the
+    signature of torch.cuda.amp.autocast, which a rehearsal's device module copies), float16 where the program names
+    no dtype, telling a recording (:class:`RegionWatch`) which dtype the program named."""
+    cls = torch.amp.autocast_mode.autocast
+    obj = cls.__new__(cls)
+    obj.__dict__[NAMED] = dtype
+    cls.__init__(obj, device_type, dtype=torch.float16 if dtype is None else dtype, **kwargs)
+    return obj
+
+
+class RegionWatch:
+    """The autocast regions a recorded program enters for CUDA: ``torch.autocast.__init__`` wrapped for one
+    recording, each enabled region of a device type the recording stands for CUDA counted as an ``api`` record of
+    ``torch::autocast`` with the dtype the program named (none: the device's default), so that the audit judges the
+    region on each target (matrix/amp.py). ``torch.cuda.amp.autocast`` passes float16 on where the program names no
+    dtype, and is ported to ``torch.amp.autocast(device)``, whose dtype is then the device's default: its own
+    ``__init__`` is wrapped too, to see what the program named (a rehearsal's device module, through
+    :func:`legacy_autocast`). Regions opaudit enters itself (``scan --amp``) are recorded the same way."""
+
+    def __init__(self, note: Callable[[str, str | None, Any], None]):
+        self._note = note  # (the device type asked for; the dtype named, or None; the caller's frame)
+        self._saved: list[tuple[Any, Any]] = []
+
+    def install(self) -> None:
+        import sys
+        import threading
+
+        base = torch.amp.autocast_mode.autocast
+        legacy = getattr(getattr(torch.cuda, "amp", None), "autocast", None)
+        note, thread = self._note, threading.get_ident()
+        original = base.__dict__["__init__"]
+
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            named = self.__dict__.pop(NAMED, _UNSET)
+            original(self, *args, **kwargs)
+            if getattr(self, "_enabled", False) and threading.get_ident() == thread:
+                if named is _UNSET:
+                    named = kwargs.get("dtype", args[1] if len(args) > 1 else None)
+                asked = kwargs.get("device_type", args[0] if args else None)
+                note(str(asked), str(named).removeprefix("torch.") if named is not None else None,
+                     sys._getframe(1))
+
+        self._wrap(base, __init__)
+        if isinstance(legacy, type) and issubclass(legacy, base) and "__init__" in legacy.__dict__:
+            own = legacy.__dict__["__init__"]
+
+            def legacy_init(self: Any, *args: Any, **kwargs: Any) -> None:
+                # torch.cuda.amp.autocast(enabled=True, dtype=torch.float16, cache_enabled=True)
+                self.__dict__[NAMED] = kwargs.get("dtype", args[1] if len(args) > 1 else None)
+                own(self, *args, **kwargs)
+
+            self._wrap(legacy, legacy_init)
+
+    def _wrap(self, cls: type, wrapper: Any) -> None:
+        wrapper.__wrapped__ = cls.__dict__["__init__"]
+        self._saved.append((cls, cls.__dict__["__init__"]))
+        cls.__init__ = wrapper  # type: ignore[misc]
+
+    def remove(self) -> None:
+        for cls, original in reversed(self._saved):
+            cls.__init__ = original  # type: ignore[misc]
+        self._saved.clear()
+
+
+_UNSET = object()

@@ -25,10 +25,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode_temporarily
 from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_dispatch_mode
 
+from opaudit.matrix.amp import OP as AUTOCAST_OP
 from opaudit.matrix.registrations import read as read_registration
 from opaudit.tracing.apis import ApiWatch
 from opaudit.tracing.attribution import HINT_NONE, HINT_OPTIMIZER, ModuleStack, display_path, source_locator
-from opaudit.tracing.autocast import policy_dtypes
+from opaudit.tracing.autocast import RegionWatch, policy_dtypes
 from opaudit.tracing.choices import ChoiceWatch
 from opaudit.tracing.compiled import EagerCompile
 from opaudit.tracing.device import wrapper as wrapper_device
@@ -92,6 +93,8 @@ class Recording:
         self.engine_reason: str | None = None  # why not native, when not
         self.python_only = python_only
         self.amp_low: torch.dtype | None = None  # set while a forward pass runs under autocast
+        # the device types whose autocast regions are CUDA's (the simulated device's name too, on the simulator)
+        self.cuda_names: set[str] = {"cuda"}
         self.record_fns: list[bool] = []  # one per open profiler record: is it an optimizer's?
         self.optimizer_depth = 0
         self.optimizer_module: str | None = None
@@ -289,6 +292,17 @@ class Recording:
             sig, where = self.native.call_signature(args, kwargs)
             return sig, where if self.split_host else DEVICE
         return _signature(args, kwargs), _placement(args, kwargs) if self.split_host else DEVICE
+
+    def note_autocast(self, device_type: str, dtype: str | None, frame) -> None:
+        """An autocast region entered (autocast.RegionWatch): for a device type that stands for CUDA here
+        (:attr:`cuda_names`), an ``api`` record of ``torch::autocast`` with the dtype the program named (none: the
+        device's default), at the program's line."""
+        if device_type not in self.cuda_names or self.within is not None or not self.is_active():
+            return
+        phase, module, loc, _ = self._where(frame)
+        key = (AUTOCAST_OP, "api", phase, (dtype,) if dtype else (), module, loc, None,
+               shapes_of((), {}) if self.shapes else None, DEVICE)
+        self.counts[key] = self.counts.get(key, 0) + 1
 
     def is_active(self) -> bool:
         """Whether an op issued now on this thread is recorded (not in a choice's own ops, nor in a Python kernel)."""
@@ -561,12 +575,14 @@ def recording(rec: Recording, note: Callable[[str], None] | None = None) -> Iter
     from opaudit.tracing import native
     watch = ChoiceWatch(rec.choice)
     apis = ApiWatch(rec)
+    regions = RegionWatch(rec.note_autocast)
     ext, why = (None, "asked for the Python recorder") if rec.python_only else native.usable(note)
     rec.engine, rec.engine_reason = ("native", None) if ext is not None else ("python", why)
     rec.compiled.__enter__()
     rec.modules.install()
     watch.install()
     apis.install()
+    regions.install()
     try:
         if ext is not None:
             rec.native = ext
@@ -589,6 +605,7 @@ def recording(rec: Recording, note: Callable[[str], None] | None = None) -> Iter
     finally:
         rec.mode = None
         rec.ended = time.perf_counter()
+        regions.remove()
         apis.remove()
         watch.remove()
         rec.modules.remove()

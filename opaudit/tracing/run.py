@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import platform
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -91,6 +92,8 @@ class Recorder:
         self._trace: Trace | None = None
 
     def __enter__(self) -> Recorder:
+        if self.simulated and self.simulated.get("name"):  # the simulated device stands for CUDA's autocast too
+            self.recording.cuda_names.add(str(self.simulated["name"]))
         if self.recording.split_host:  # on a device: what it ran wide before (device.bridged_calls)
             self.recording.bridged_before = bridged_calls()
         self._ctx = recording(self.recording)
@@ -285,6 +288,8 @@ def _trace(prepared: Any, *, train: bool, steps: int, loss_fn, optimizer, amp: s
     oracle = ScalarOracle(source_locator(), scalar_oracle) if prepared.mode in ("meta", "fake") else None
     rec = Recording(root=prepared.model, shapes=shapes, scalar_oracle=oracle, progress=progress,
                     split_host=prepared.device != "cpu")
+    if simulated is not None:  # the simulated device stands for CUDA's autocast too
+        rec.cuda_names.add(sim.name)
     amp_dtype = AMP_DTYPES.get(amp) if amp else None
     # on the simulated device, autocast is the device's own (the simulation applies CUDA's policy on it)
     autocast = CudaAutocast(amp_dtype) if amp_dtype is not None and simulated is None else None
@@ -394,6 +399,7 @@ def _partial(rec: Recording, msg: str, common: dict, warnings: list[str]) -> Tra
 @contextmanager
 def _amp_region(autocast: CudaAutocast, rec: Recording, low: torch.dtype) -> Iterator[None]:
     rec.amp_low = low
+    rec.note_autocast("cuda", str(low).removeprefix("torch."), sys._getframe())  # as torch.autocast("cuda") is
     try:
         with autocast.region():
             yield

@@ -1,0 +1,75 @@
+"""torch.autocast on a target's device type (coverage_db/curated/autocast_devices.toml).
+
+A program traced on the CUDA path enters ``torch.autocast("cuda", ...)``; ported, the call names the target's
+device type, and torch's Python answers it by the target release's rules: no autocast for the device type (a
+RuntimeError), a dtype the device type does not list (autocast off, with a warning: the region runs in float32),
+or another default dtype where the program names none. The trace records each region as an ``api`` record
+(:data:`OP`, with the dtype the program named, or none); :func:`support` judges it on a release.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from opaudit.data import load_toml
+from opaudit.matrix.matrix import Support, holds
+
+OP = "torch::autocast.default"  # the record of an autocast region the program entered for CUDA
+
+
+@functools.cache
+def rules() -> dict[str, dict[str, Any]]:
+    """Device type -> its autocast rules."""
+    return dict(load_toml("coverage_db", "curated/autocast_devices.toml")["device"])
+
+
+def _dtypes(rule: dict[str, Any], torch_version: str | None) -> list[str]:
+    return next((list(e["dtypes"]) for e in rule["dtypes"] if holds(e["versions"], torch_version)), [])
+
+
+def _named(dtypes: tuple[str, ...]) -> list[str | None]:
+    """The dtypes the recorded regions named (None: the device's default), from a group's dtype signatures."""
+    return [d or None for d in dtypes] or [None]
+
+
+def support(device_type: str, dispatch_key: str, torch_version: str | None, dtypes: tuple[str, ...]) -> Support:
+    """The autocast regions of a group (``dtypes``: the dtype each named, "" for none) on a release of
+    ``device_type``: ``version_skew`` where that PyTorch has no autocast for it, else ``native`` with a note where
+    autocast is off there or runs in another dtype than CUDA would (:func:`caveat`)."""
+    rule = None if dispatch_key == "PrivateUse1" else rules().get(device_type)
+    if rule is None:
+        return Support("native", note=f"the autocast dtypes of {device_type} are its plugin's own "
+                                      "(get_amp_supported_dtype), not in opaudit's data")
+    available = rule.get("available", "")
+    if not holds(available, torch_version):
+        first = available.removeprefix(">=")
+        return Support("version_skew", since=first,
+                       note=f"PyTorch {torch_version} has no autocast for {device_type} (PyTorch {first} added it): "
+                            "torch.autocast raises 'User specified an unsupported autocast device_type' there")
+    said = caveat(device_type, dispatch_key, torch_version, dtypes)
+    return Support("native", note=said or f"autocast runs on {device_type}")
+
+
+def caveat(device_type: str, dispatch_key: str, torch_version: str | None, dtypes: tuple[str, ...]) -> str | None:
+    """What autocast does differently on the release than on CUDA, where it has autocast: off for a dtype it does
+    not list, another dtype by default, a condition of its own; None where it runs as on CUDA."""
+    rule = None if dispatch_key == "PrivateUse1" else rules().get(device_type)
+    if rule is None or not holds(rule.get("available", ""), torch_version):
+        return None
+    listed = _dtypes(rule, torch_version)
+    cuda = rules()["cuda"]["default"]
+    said = []
+    for named in dict.fromkeys(_named(dtypes)):
+        want = named or rule["default"]
+        if want not in listed:
+            said.append(f"autocast in {want} is off on {device_type} in PyTorch {torch_version}, which lists "
+                        f"{' and '.join(listed)}: torch warns and the region runs in float32 (its ops are judged "
+                        "here as the CUDA path ran them)")
+        elif named is None and want != cuda:
+            said.append(f"autocast on {device_type} runs in {want} where the program names no dtype (CUDA: {cuda}): "
+                        "its ops are judged here as the CUDA path ran them")
+        else:
+            said += [f"autocast in {want} on {device_type}: {c['note']}" for c in rule.get("conditions", [])
+                     if c["dtype"] == want and holds(c["versions"], torch_version)]
+    return "; ".join(said) or None
