@@ -73,3 +73,15 @@ def caveat(device_type: str, dispatch_key: str, torch_version: str | None, dtype
             said += [f"autocast in {want} on {device_type}: {c['note']}" for c in rule.get("conditions", [])
                      if c["dtype"] == want and holds(c["versions"], torch_version)]
     return "; ".join(said) or None
+
+
+def disabled(device_type: str, dispatch_key: str, torch_version: str | None, dtype: Any) -> str | None:
+    """Why torch of the release turns autocast off for a region in ``dtype`` (a torch dtype, or None: the device's
+    default) on ``device_type``, where it has autocast; None where it stays on (or the data does not know)."""
+    rule = None if dispatch_key == "PrivateUse1" else rules().get(device_type)
+    if rule is None or not holds(rule.get("available", ""), torch_version):
+        return None
+    want = str(dtype).removeprefix("torch.") if dtype is not None else rule["default"]
+    listed = _dtypes(rule, torch_version)
+    return None if want in listed else (f"PyTorch {torch_version} runs autocast on {device_type} in "
+                                        f"{' and '.join(listed)} only")

@@ -34,6 +34,7 @@ import torch
 
 from opaudit import torchcompat
 from opaudit.fallback.stats import warn_at_user
+from opaudit.matrix import amp as autocast_rules
 from opaudit.rehearsal import checkpoint, memory
 from opaudit.rehearsal.patches import Patches
 from opaudit.rehearsal.tensor import SimTensor, state
@@ -1059,12 +1060,25 @@ def _map_devices(sim: Simulator) -> Callable[[], None]:
         if device_type not in sim.aliases:
             original_init(self, device_type, *args, **kwargs)
             return
+        # the target's release answers the call as the audit judges it (matrix/amp.py): no autocast for its device
+        # type raises, a dtype it does not list turns autocast off
+        dtype = kwargs.get("dtype", args[0] if args else None)
+        said = autocast_rules.support(sim.device_type, sim.release.dispatch_key, sim.release.torch,
+                           (str(dtype).removeprefix("torch.") if dtype is not None else "",))
+        if said.status == "version_skew":
+            raise RuntimeError(f"User specified an unsupported autocast device_type '{sim.device_type}' "
+                               f"[simulated {sim.target}: {said.note}]")
+        off = autocast_rules.disabled(sim.device_type, sim.release.dispatch_key, sim.release.torch, dtype)
         # torch warns at its caller's line (this wrapper): the warning goes to the user's line instead
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             original_init(self, name, *args, **kwargs)
         for w in caught:
             warn_at_user(str(w.message), w.category)
+        if off and getattr(self, "_enabled", False):
+            self._enabled = False
+            warn_at_user(f"In {sim.device_type} autocast, but the target dtype is not supported. Disabling autocast "
+                         f"[simulated {sim.target}: {off}]", UserWarning)
 
     patch(autocast_cls, "__init__", autocast_init)
     if torchcompat.GRAD_SCALER_BY_DEVICE:  # (before torch 2.3, torch.cuda.amp.GradScaler is the device's above)

@@ -87,3 +87,18 @@ def test_scan_amp_is_a_region_too(tmp_path):
     trace = opaudit.Trace.load(tmp_path / "s.json")
     assert [(r.dtypes, r.phase) for r in trace.records if r.op == amp.OP] == [(("bfloat16",), "forward")]
     assert "no autocast for mps" in out + err
+
+
+def test_the_rehearsal_answers_autocast_as_the_audit_judges_it(tmp_path):
+    """One truth for both: the rehearsal of mps@2.4.0 fails at the program's first autocast (at its line), the
+    rehearsal of mps@2.5.0 runs the bfloat16 region in float32 (autocast off, with torch's warning) and the
+    legacy region in float16, and the newest runs both."""
+    named = LINES['with torch.autocast("cuda", dtype=torch.bfloat16):']
+    rc, out, err = run_cli("run", "--simulate", "mps@2.4.0", "--", str(SCRIPT), cwd=tmp_path)
+    assert rc == 3 and "unsupported autocast device_type 'mps'" in err and f"line {named}" in err, err[-2000:]
+    rc, out, err = run_cli("run", "--simulate", "mps@2.5.0", "--", str(SCRIPT), cwd=tmp_path)
+    assert rc == 0, err[-2000:]
+    assert "torch.float32 torch.float16 torch.float32" in out
+    assert f"{SCRIPT}:{named}: UserWarning: In mps autocast, but the target dtype is not supported" in err
+    rc, out, err = run_cli("run", "--simulate", "mps", "--", str(SCRIPT), cwd=tmp_path)
+    assert rc == 0 and "torch.bfloat16 torch.float16 torch.float32" in out, err[-2000:]
