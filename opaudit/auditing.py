@@ -530,6 +530,14 @@ def _advise(a: Audit, key: str, db: Database) -> None:
     skewed = [(g, s) for g, s in zip(a.groups, a.results[key], strict=True) if s.status == "version_skew"]
     if any(g.op != amp.OP for g, _ in skewed):  # an op its PyTorch lacks: the trace may take another path there
         v.advice.append(retrace_advice(a.trace, r))
+    regions: dict[tuple[str, ...], list[str]] = {}  # autocast off there, or in another dtype: said per region
+    for rec in a.trace.records:
+        if rec.op == amp.OP:
+            regions.setdefault(("|".join(rec.dtypes),), []).append(rec.source or "the traced autocast region")
+    for named, sources in regions.items():
+        said = amp.caveat(r.device_type, r.dispatch_key, r.torch, named)
+        if said:
+            v.advice.append(f"{said} ({', '.join(sorted(set(sources))[:3])})")
     for g, s in skewed:
         if g.op == amp.OP:  # no re-trace changes this: the program's autocast itself
             v.advice.append(f"autocast for {r.device_type} needs PyTorch {s.since} or later: a release of "
