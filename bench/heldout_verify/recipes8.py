@@ -33,7 +33,8 @@ def _target_csv(cwd: Path, spec: dict[str, Any]) -> None:
     p = cwd / spec["path"]
     p.parent.mkdir(parents=True, exist_ok=True)
     header = ",".join([f"s{i}" for i in range(cols)] + [spec.get("target", "NDX")])
-    p.write_text(header + "\n" + "".join(",".join(f"{v:.4f}" for v in (*row, yv)) + "\n" for row, yv in zip(x, y)))
+    rows_text = "".join(",".join(f"{v:.4f}" for v in (*row, yv)) + "\n" for row, yv in zip(x, y, strict=True))
+    p.write_text(header + "\n" + rows_text)
 
 
 def _ratings_tsv(cwd: Path, spec: dict[str, Any]) -> None:
@@ -48,78 +49,6 @@ def _ratings_tsv(cwd: Path, spec: dict[str, Any]) -> None:
     p = cwd / spec["path"]
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text("".join(lines))
-
-
-def _text_lmdb(cwd: Path, spec: dict[str, Any]) -> None:
-    """``path``: an LMDB of ``count`` text-line images (random grey PNGs ``width`` x ``height``) under keys
-    ``image-%09d`` with their words of 3 to 8 characters of ``alphabet`` under ``label-%09d`` (from 1) and the count
-    under ``num-samples``: the layout a CRNN's create_dataset.py writes for scene text recognition."""
-    import io
-
-    import lmdb
-    from PIL import Image
-
-    rng = _rng(spec)
-    alphabet = spec.get("alphabet", "0123456789abcdefghijklmnopqrstuvwxyz")
-    w, h, n = int(spec.get("width", 100)), int(spec.get("height", 32)), int(spec.get("count", 16))
-    p = cwd / spec["path"]
-    p.mkdir(parents=True, exist_ok=True)
-    env = lmdb.open(str(p), map_size=1 << 26)
-    with env.begin(write=True) as txn:
-        for i in range(1, n + 1):
-            buf = io.BytesIO()
-            Image.fromarray(rng.integers(0, 256, (h, w), dtype="uint8"), "L").save(buf, format="PNG")
-            word = "".join(alphabet[int(j)] for j in rng.integers(0, len(alphabet), int(rng.integers(3, 9))))
-            txn.put(b"image-%09d" % i, buf.getvalue())
-            txn.put(b"label-%09d" % i, word.encode())
-        txn.put(b"num-samples", str(n).encode())
-    env.close()
-
-
-def _traffic_windows(cwd: Path, spec: dict[str, Any]) -> None:
-    """``dir``/{train,val,test}.npz (``x`` and ``y``: windows of ``seq`` steps for ``nodes`` road sensors with two
-    features, a noisy daily-cycle speed and the time of day) and ``adj`` (a latin-1 pickle ``[sensor_ids,
-    sensor_id_to_ind, adj_mx]``, a random symmetric weighted adjacency): the METR-LA layout Graph WaveNet's
-    generate_training_data.py and gen_adj_mx.py write."""
-    import pickle
-
-    import numpy as np
-
-    rng = _rng(spec)
-    nodes, seq = int(spec.get("nodes", 12)), int(spec.get("seq", 12))
-    d = cwd / spec.get("dir", "data/METR-LA")
-    d.mkdir(parents=True, exist_ok=True)
-    for split, n in (("train", int(spec.get("train", 48))), ("val", int(spec.get("val", 16))),
-                     ("test", int(spec.get("test", 16)))):
-        t = (rng.integers(0, 288, n)[:, None] + np.arange(2 * seq)[None, :]) % 288 / 288.0
-        speed = 60 + 10 * np.sin(2 * np.pi * t)[..., None] + rng.normal(0, 2, (n, 2 * seq, nodes))
-        both = np.stack([speed, np.broadcast_to(t[..., None], speed.shape)], -1).astype(np.float32)
-        np.savez_compressed(d / f"{split}.npz", x=both[:, :seq], y=both[:, seq:])
-    adj = rng.random((nodes, nodes)).astype(np.float32)
-    adj = np.where(adj > 0.6, adj, 0).astype(np.float32)
-    adj = np.maximum(adj, adj.T)
-    np.fill_diagonal(adj, 1.0)
-    ids = [str(400000 + i) for i in range(nodes)]
-    p = cwd / spec.get("adj", "data/sensor_graph/adj_mx.pkl")
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "wb") as f:
-        pickle.dump([ids, {s: i for i, s in enumerate(ids)}, adj], f, protocol=2)
-
-
-def _pems_npz(cwd: Path, spec: dict[str, Any]) -> None:
-    """``path``: an .npz whose ``data`` holds ``steps`` x ``nodes`` x 3 float32 readings (flow with a daily cycle,
-    occupancy, speed) at five-minute steps: the PeMSD4/PeMSD8 layout of the traffic forecasting benchmarks."""
-    import numpy as np
-
-    rng = _rng(spec)
-    steps, nodes = int(spec.get("steps", 400)), int(spec.get("nodes", 10))
-    t = np.arange(steps)[:, None] % 288 / 288.0
-    flow = 200 + 100 * np.sin(2 * np.pi * t + rng.uniform(0, 6, nodes)) + rng.normal(0, 10, (steps, nodes))
-    occ = np.clip(flow / 2000 + rng.normal(0, 0.01, (steps, nodes)), 0, 1)
-    speed = 65 - 10 * occ + rng.normal(0, 1, (steps, nodes))
-    p = cwd / spec["path"]
-    p.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(p, data=np.stack([flow, occ, speed], -1).astype(np.float32))
 
 
 def _item_neighbours(cwd: Path, spec: dict[str, Any]) -> None:
@@ -244,11 +173,8 @@ def _voxceleb_wavs(cwd: Path, spec: dict[str, Any]) -> None:
 
 
 RECIPES: dict[str, Callable[[Path, dict[str, Any]], None]] = {
-    **seventh.RECIPES, "target_csv": _target_csv, "ratings_tsv": _ratings_tsv, "text_lmdb": _text_lmdb,
-    "traffic_windows": _traffic_windows, "pems_npz": _pems_npz,
-    "item_neighbours": _item_neighbours,
-    "bert_dir": _bert_dir, "gtzan_h5": _gtzan_h5,
-    "ett_csv": _ett_csv, "voxceleb_wavs": _voxceleb_wavs}
+    **seventh.RECIPES, "target_csv": _target_csv, "ratings_tsv": _ratings_tsv, "item_neighbours": _item_neighbours,
+    "bert_dir": _bert_dir, "gtzan_h5": _gtzan_h5, "ett_csv": _ett_csv, "voxceleb_wavs": _voxceleb_wavs}
 
 
 def register(base: dict[str, Callable[[Path, dict[str, Any]], None]]) -> None:
