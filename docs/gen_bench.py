@@ -693,6 +693,13 @@ def verify_heldout7() -> Bench:
                        "YOLOv9's two, rerun after verify named skipped AMP steps (not held out)"))
 
 
+def verify_heldout8() -> Bench:
+    return _later_set(8, "eighth", "reinforcement learning, recommendation (matrix factorisation, NeuMF, VAEs, session "
+                      "GNNs), small RWKV and GPT training, BERT fine-tuning, detection with and without AMP, GANs, "
+                      "super-resolution, audio classification, speaker verification, time-series forecasting",
+                      "the first seven sets")
+
+
 def benchmarks() -> list[Bench]:
     return [
         tracer_cpu(),
@@ -735,6 +742,7 @@ def benchmarks() -> list[Bench]:
         verify_heldout5(),
         verify_heldout6(),
         verify_heldout7(),
+        verify_heldout8(),
     ]
 
 
