@@ -22,7 +22,7 @@ from typing import Any
 import libcst as cst
 
 from opaudit.lint.catalogue import Catalogue, Rule, Target, version_at_least
-from opaudit.lint.rules.amp import AMP_DECORATORS, AMP_DEPRECATED, GPU_AUTOCAST, custom_fwd
+from opaudit.lint.rules.amp import AMP_DECORATORS, AMP_DEPRECATED, GPU_AUTOCAST, GRAD_SCALER_SINCE, custom_fwd
 from opaudit.lint.rules.extensions import Extensions, extension_call
 from opaudit.lint.rules.libraries import Libraries, library_use
 from opaudit.lint.walk import (
@@ -109,6 +109,20 @@ def _import_uses(c: FileCheck) -> None:
         report.uses = [ids for q, ids in imports.uses if q == module or q.startswith(module + ".")]
 
 
+def _amp_class_named(c: FileCheck, node: cst.Attribute | cst.Name, q: str) -> bool:
+    """torch.cuda.amp's GradScaler or autocast class named, not called (an annotation, an isinstance test):
+    torch.amp's class is the same class for every device type, where the device module's own (torch.npu.amp's) may
+    not be reachable by that path (RT-DETR's ``-> torch.cuda.amp.grad_scaler.GradScaler``, evaluated when its class
+    is defined). A call is amp.py's (OA201, OA202: the device type goes in its arguments)."""
+    new = AMP_DEPRECATED[q]
+    code = "OA201" if new == "torch.amp.autocast" else "OA202"
+    if not c.on(code) or c.target.keeps_cuda or (code == "OA202" and not version_at_least(c.min_torch,
+                                                                                          GRAD_SCALER_SINCE)):
+        return False
+    c.report(node, code, f"{c.rules[code].summary}: `{q}` -> `{new}`", c.renamed(node, new))
+    return True
+
+
 def _cuda_module(name: str) -> bool:
     """Whether an imported name is (or is under) a CUDA-only torch module: torch.cuda, torch.cuda.amp,
     torch.backends.cudnn, torch.backends.cuda."""
@@ -161,6 +175,8 @@ def _visit_chain(c: FileCheck, node: cst.Attribute | cst.Name) -> None:
     if q is None:
         return
     if c.state(Libraries).names and library_use(c, node, q):
+        return
+    if q in AMP_DEPRECATED and _amp_class_named(c, node, q):
         return
     if q == "torch.cuda" and c.on("OA418") and isinstance(c.parent, (cst.Assign, cst.AnnAssign)):
         c.report(node, "OA418", "an alias of torch.cuda hides which CUDA APIs the file uses")
