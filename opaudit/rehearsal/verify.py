@@ -68,6 +68,9 @@ class Verification:
     port: dict[str, Any]  # the port's rehearsal
     cuda_left: list[Finding] = field(default_factory=list)  # on lines that ran
     not_reached: list[Finding] = field(default_factory=list)  # CUDA use on lines the run never reached
+    # CUDA use in an import the run reached and that raised (the module is not installed; the program went on without
+    # it, as a try/except ImportError fallback does): (the finding, the module)
+    not_imported: list[tuple[Finding, str]] = field(default_factory=list)
     device: str = ""
     in_place: bool = True  # False (--diff): the findings' lines are the lines of the port, in a copy
     reference_argv: list[str] | None = None  # the arguments of the CPU run, where they differ (on_cpu)
@@ -200,6 +203,9 @@ class Verification:
             out.append(f"  CUDA left, ran: {f.path}:{f.line}:{f.col}: {f.code} {f.message}{of}")
         for f in self.not_reached:
             out.append(f"  CUDA left, not reached by this run: {f.path}:{f.line}:{f.col}: {f.code} {f.message}{of}")
+        for f, module in self.not_imported:
+            out.append(f"  CUDA left, not used by this run: {f.path}:{f.line}:{f.col}: {f.code} {f.message}{of} (the "
+                       f"import raised: {module} is not installed here, and the program went on without it)")
         out.extend(f"  {p}" for p in self._run_problems())
         problems = self.problems()
         out.append(f"verify: the port runs on {self.target} with no CUDA left" if not problems else
@@ -277,10 +283,58 @@ def verify(script: str, argv: list[str] | None, settings: Settings, *, paths: li
             ran = ran_lines.get(real, set())
             shown = f if in_place else _shown(f, port_root, root)
             if any(n in ran for n in _lines_of_use(real, f)):
-                v.cuda_left.append(shown)
+                missing = _not_installed(real, f, (Path(real).parent, port_root))
+                if missing:
+                    v.not_imported.append((shown, missing))
+                else:
+                    v.cuda_left.append(shown)
             else:
                 v.not_reached.append(shown)
     return v
+
+
+def _not_installed(path: str, f: Finding, folders: tuple[Path, ...]) -> str | None:
+    """The top-level module of an import statement at the finding's line that this environment does not have (nor
+    the program's own folders): where the run reached that line and went on, the import raised and was handled (a
+    try/except ImportError fallback, as pytorch_pretrained's ``from apex... import FusedLayerNorm``), so nothing of
+    it ran. None for any other line."""
+    import importlib.util
+
+    try:
+        modules = _imports(path, os.stat(path).st_mtime_ns).get(f.line, ())
+    except OSError:
+        return None
+    for module in modules:
+        top = module.split(".")[0]
+        if any((d / top).is_dir() or (d / f"{top}.py").is_file() for d in folders):
+            continue
+        try:
+            found = importlib.util.find_spec(top) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return top
+    return None
+
+
+@lru_cache(maxsize=256)
+def _imports(path: str, mtime: int) -> dict[int, tuple[str, ...]]:
+    """Line -> the absolute modules an import statement on it imports, in the file as it is at ``mtime``."""
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    out: dict[int, tuple[str, ...]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = tuple(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            modules = (node.module,)
+        else:
+            continue
+        for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+            out[line] = modules
+    return out
 
 
 def _lines_of_use(path: str, f: Finding) -> range | list[int]:
