@@ -24,6 +24,11 @@ def rules() -> dict[str, dict[str, Any]]:
     return dict(load_toml("coverage_db", "curated/autocast_devices.toml")["device"])
 
 
+def _rule(device_type: str, dispatch_key: str) -> dict[str, Any] | None:
+    """The rules of ``device_type``; None for a plugin's PrivateUse1 device (its own list) or one the data lacks."""
+    return None if dispatch_key == "PrivateUse1" else rules().get(device_type)
+
+
 def _dtypes(rule: dict[str, Any], torch_version: str | None) -> list[str]:
     return next((list(e["dtypes"]) for e in rule["dtypes"] if holds(e["versions"], torch_version)), [])
 
@@ -33,29 +38,43 @@ def _named(dtypes: tuple[str, ...]) -> list[str | None]:
     return [d or None for d in dtypes] or [None]
 
 
+def missing(device_type: str, dispatch_key: str, torch_version: str | None) -> str | None:
+    """Why the release's torch.autocast raises for ``device_type`` (it has no autocast for it); None where it has."""
+    rule = _rule(device_type, dispatch_key)
+    available = rule.get("available", "") if rule is not None else ""
+    if holds(available, torch_version):
+        return None
+    first = available.removeprefix(">=")
+    return (f"PyTorch {torch_version} has no autocast for {device_type} (PyTorch {first} added it): torch.autocast "
+            "raises 'User specified an unsupported autocast device_type' there")
+
+
 def support(device_type: str, dispatch_key: str, torch_version: str | None, dtypes: tuple[str, ...]) -> Support:
     """The autocast regions of a group (``dtypes``: the dtype each named, "" for none) on a release of
     ``device_type``: ``version_skew`` where that PyTorch has no autocast for it, else ``native`` with a note where
     autocast is off there or runs in another dtype than CUDA would (:func:`caveat`)."""
-    rule = None if dispatch_key == "PrivateUse1" else rules().get(device_type)
+    rule = _rule(device_type, dispatch_key)
     if rule is None:
         return Support("native", note=f"the autocast dtypes of {device_type} are its plugin's own "
                                       "(get_amp_supported_dtype), not in opaudit's data")
-    available = rule.get("available", "")
-    if not holds(available, torch_version):
-        first = available.removeprefix(">=")
-        return Support("version_skew", since=first,
-                       note=f"PyTorch {torch_version} has no autocast for {device_type} (PyTorch {first} added it): "
-                            "torch.autocast raises 'User specified an unsupported autocast device_type' there")
+    gone = missing(device_type, dispatch_key, torch_version)
+    if gone:
+        return Support("version_skew", since=rule["available"].removeprefix(">="), note=gone)
     said = caveat(device_type, dispatch_key, torch_version, dtypes)
     return Support("native", note=said or f"autocast runs on {device_type}")
+
+
+def _on_release(device_type: str, dispatch_key: str, torch_version: str | None) -> dict[str, Any] | None:
+    """The rules of ``device_type`` where the release has autocast for it and the data knows them."""
+    rule = _rule(device_type, dispatch_key)
+    return rule if rule is not None and holds(rule.get("available", ""), torch_version) else None
 
 
 def caveat(device_type: str, dispatch_key: str, torch_version: str | None, dtypes: tuple[str, ...]) -> str | None:
     """What autocast does differently on the release than on CUDA, where it has autocast: off for a dtype it does
     not list, another dtype by default, a condition of its own; None where it runs as on CUDA."""
-    rule = None if dispatch_key == "PrivateUse1" else rules().get(device_type)
-    if rule is None or not holds(rule.get("available", ""), torch_version):
+    rule = _on_release(device_type, dispatch_key, torch_version)
+    if rule is None:
         return None
     listed = _dtypes(rule, torch_version)
     cuda = rules()["cuda"]["default"]
@@ -78,8 +97,8 @@ def caveat(device_type: str, dispatch_key: str, torch_version: str | None, dtype
 def disabled(device_type: str, dispatch_key: str, torch_version: str | None, dtype: Any) -> str | None:
     """Why torch of the release turns autocast off for a region in ``dtype`` (a torch dtype, or None: the device's
     default) on ``device_type``, where it has autocast; None where it stays on (or the data does not know)."""
-    rule = None if dispatch_key == "PrivateUse1" else rules().get(device_type)
-    if rule is None or not holds(rule.get("available", ""), torch_version):
+    rule = _on_release(device_type, dispatch_key, torch_version)
+    if rule is None:
         return None
     want = str(dtype).removeprefix("torch.") if dtype is not None else rule["default"]
     listed = _dtypes(rule, torch_version)

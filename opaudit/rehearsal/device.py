@@ -1062,13 +1062,12 @@ def _map_devices(sim: Simulator) -> Callable[[], None]:
             return
         # the target's release answers the call as the audit judges it (matrix/amp.py): no autocast for its device
         # type raises, a dtype it does not list turns autocast off
-        dtype = kwargs.get("dtype", args[0] if args else None)
-        said = autocast_rules.support(sim.device_type, sim.release.dispatch_key, sim.release.torch,
-                           (str(dtype).removeprefix("torch.") if dtype is not None else "",))
-        if said.status == "version_skew":
+        release = (sim.device_type, sim.release.dispatch_key, sim.release.torch)
+        gone = autocast_rules.missing(*release)
+        if gone:
             raise RuntimeError(f"User specified an unsupported autocast device_type '{sim.device_type}' "
-                               f"[simulated {sim.target}: {said.note}]")
-        off = autocast_rules.disabled(sim.device_type, sim.release.dispatch_key, sim.release.torch, dtype)
+                               f"[simulated {sim.target}: {gone}]")
+        off = autocast_rules.disabled(*release, kwargs.get("dtype", args[0] if args else None))
         # torch warns at its caller's line (this wrapper): the warning goes to the user's line instead
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

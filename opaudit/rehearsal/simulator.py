@@ -264,8 +264,7 @@ class Simulator:
                                     kwargs)
         if support.status != "missing":
             return _AS_PLANNED
-        branch = installed_branches().around()
-        if branch is not None and branch.taken_elsewhere(self.device_type, self.release.torch):
+        if self._arm_taken_elsewhere() is not None:
             return _AS_PLANNED  # torch's own CUDA arm, which this device type never takes: its own arm runs there
         line = user_line()
         dtypes = ", ".join(sorted((used & self.unheld) or used))
@@ -363,10 +362,16 @@ class Simulator:
         s.seconds += time.perf_counter() - t0
         return out
 
+    def _arm_taken_elsewhere(self) -> Any:
+        """The device branch of torch's Python whose CUDA arm is running (on the caller's stack), where this device
+        type takes the other arm: its ops are the audit's to judge by that arm, never a failure here."""
+        branch = installed_branches().around()
+        return branch if branch is not None and branch.taken_elsewhere(self.device_type, self.release.torch) else None
+
     def _missing(self, func: Any, plan: Plan, args: tuple, kwargs: dict[str, Any]) -> Any:
         name = plan.op
-        branch = installed_branches().around()
-        if branch is not None and branch.taken_elsewhere(self.device_type, self.release.torch):
+        branch = self._arm_taken_elsewhere()
+        if branch is not None:
             # torch's own CUDA arm (an attention module's fused inference op): this device type takes the other
             # arm, whose ops the audit judges; the rehearsal runs the arm as that arm's stand-in, on the device
             s = self.stats.op(name, "native", branch.describe(self.device_type), "native")

@@ -24,6 +24,7 @@ the rehearsal's statistics; the losses are compared with the reference's, both r
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import shutil
@@ -298,8 +299,6 @@ def _not_installed(path: str, f: Finding, folders: tuple[Path, ...]) -> str | No
     the program's own folders): where the run reached that line and went on, the import raised and was handled (a
     try/except ImportError fallback, as pytorch_pretrained's ``from apex... import FusedLayerNorm``), so nothing of
     it ran. None for any other line."""
-    import importlib.util
-
     try:
         modules = _imports(path, os.stat(path).st_mtime_ns).get(f.line, ())
     except OSError:

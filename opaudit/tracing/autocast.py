@@ -10,6 +10,8 @@ removes the kernels, and torch's own are back.
 
 from __future__ import annotations
 
+import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -304,9 +306,6 @@ class RegionWatch:
         self._saved: list[tuple[Any, Any]] = []
 
     def install(self) -> None:
-        import sys
-        import threading
-
         base = torch.amp.autocast_mode.autocast
         legacy = getattr(getattr(torch.cuda, "amp", None), "autocast", None)
         note, thread = self._note, threading.get_ident()

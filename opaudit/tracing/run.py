@@ -399,7 +399,7 @@ def _partial(rec: Recording, msg: str, common: dict, warnings: list[str]) -> Tra
 @contextmanager
 def _amp_region(autocast: CudaAutocast, rec: Recording, low: torch.dtype) -> Iterator[None]:
     rec.amp_low = low
-    rec.note_autocast("cuda", str(low).removeprefix("torch."), sys._getframe())  # as torch.autocast("cuda") is
+    rec.note_autocast("cuda", str(low).removeprefix("torch."), sys._getframe())  # recorded as torch.autocast's
     try:
         with autocast.region():
             yield
