@@ -167,3 +167,73 @@ def test_a_test_that_guards_a_ported_move_goes_with_it():
     unguarded = src.replace(b'nn.Linear(2, 2).cuda() if self.device.type == "cuda" else nn.Linear(2, 2)',
                             b'nn.Linear(2, 2)')
     assert fix_source(unguarded, Settings(target="ascend", unsafe_fixes=True)).new == unguarded
+
+
+UTILS = b"""import warnings
+import torch
+import torch.backends.cudnn
+
+
+def synchronize():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def setup_seed(seed, deterministic=False):
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+    if torch.backends.cudnn.is_available() and deterministic:
+        torch.backends.cudnn.deterministic = True
+
+
+def check_compile():
+    gpu_ok = False
+    if torch.cuda.is_available():
+        device_cap = torch.cuda.get_device_capability()
+        if device_cap in ((7, 0), (8, 0), (9, 0)):
+            gpu_ok = True
+    if not gpu_ok:
+        warnings.warn("GPU is not NVIDIA V100, A100, or H100")
+    return gpu_ok
+
+
+def warm():
+    if torch.cuda.is_available():
+        check_compile()
+"""
+
+
+def test_a_probe_that_guards_a_block_of_its_own_is_ported_beside_a_stuck_call():
+    """A CUDA-only call with no port (get_device_capability, OA119) holds back the probes that reach it: the one
+    that guards it, and one whose block calls the function holding it. A probe guarding only calls of its own block,
+    in another function, is ported (the target there runs what it should: its own synchronize, its own seed). The
+    cuDNN probe guarding only the determinism flag (info) is info, and so is the import used only by them: the rest
+    of the file is what is left (RT-DETRv2's src/misc/dist_utils.py, lyuwenyu/RT-DETR at 068dfde)."""
+    for target, module in (("ascend", "npu"), ("musa", "musa")):
+        new = fix_source(UTILS, Settings(target=target)).new.decode()
+        assert f"    if torch.{module}.is_available():\n        torch.{module}.synchronize()\n" in new
+        assert f"    if torch.{module}.is_available():\n        torch.{module}.manual_seed_all(seed)\n" in new
+        assert "    if torch.cuda.is_available():\n        device_cap = torch.cuda.get_device_capability()" in new
+        assert "    if torch.cuda.is_available():\n        check_compile()\n" in new
+    found = {(f.line, f.code): f for f in lint_source(UTILS, Settings(target="ascend")).findings}
+    assert found[(15, "OA612")].severity == "info" and "only guards flags" in found[(15, "OA612")].message
+    assert found[(3, "OA419")].severity == "info"
+    fixed = fix_source(UTILS, Settings(target="ascend")).new
+    left = [(f.line, f.code) for f in lint_source(fixed, Settings(target="ascend")).findings if f.blocking]
+    assert left == [(22, "OA117"), (23, "OA119"), (32, "OA117")], left  # (one line down: import torch_npu)
+
+
+def test_a_probe_whose_answer_goes_further_stays_with_the_stuck_call():
+    """An assignment, a return or a jump in the guarded block carries the probe's answer past it: held back."""
+    stuck = b"def cap():\n    return torch.cuda.get_device_capability()\n"
+    for block in ("    use_gpu = True\n", "    return 'gpu'\n", "    raise SystemExit\n",
+                  "    for _ in range(2):\n        torch.cuda.synchronize()\n"):
+        src = b"import torch\n" + stuck + b"def f():\n    if torch.cuda.is_available():\n" + block.encode()
+        new = fix_source(src, Settings(target="ascend", unsafe_fixes=True)).new
+        assert new is None or b"torch.cuda.is_available()" in new, block
+    src = b"import torch\n" + stuck + b"def f():\n    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n"
+    assert b"if torch.npu.is_available():" in fix_source(src, Settings(target="ascend")).new
+    guard = b"import torch\nif torch.backends.cudnn.is_available():\n    torch.backends.cudnn.enabled = False\n"
+    (f,) = lint_source(guard, Settings(target="ascend")).findings[:1]
+    assert f.code == "OA612" and f.severity != "info"  # OA603 is no info flag: the guard is no info either

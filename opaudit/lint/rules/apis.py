@@ -497,23 +497,96 @@ def rule_suggestion(c: FileCheck, rule: Rule) -> str | None:
 
 
 # -- the capability probes ----------------------------------------------------------------------------
+@file_state
+@dataclass
+class _Module:
+    """The file's module, for the passes after the walk that look past a report's own nodes."""
+
+    module: cst.Module
+
+    @classmethod
+    def start(cls, c: FileCheck, module: cst.Module, source: bytes) -> _Module:
+        return cls(module)
+
+
 @on_finish
 def _stuck_probes(c: FileCheck) -> None:
     """While a file still calls a CUDA-only API that nothing replaces, its CUDA probes stay CUDA probes:
     a rewritten ``torch.cuda.is_available()`` would send the target down a path that fails there
-    (a guarded call, an early return, a flag stored for later), so those fixes become suggestions."""
+    (a guarded call, an early return, a flag stored for later), so those fixes become suggestions.
+    A probe that only guards a block of its own (``if torch.cuda.is_available(): torch.cuda.synchronize()``:
+    no assignment, return or jump in it, no stuck call in it nor in a function of the file it calls) sends the
+    target nowhere near the stuck call, and is ported."""
     cuda_only = {c for c, r in c.rules.items() if any(a.startswith("torch.cuda.") for a in r.apis)}
     cuda_only |= {"OA003", "OA801", "OA802", "OA803"}
-    stuck = next((r for r in c.plan.reports if r.replacement is None and r.code in cuda_only
-                  and r.code not in ("OA117", "OA106")), None)
-    if stuck is None:
+    stuck = [r for r in c.plan.reports if r.replacement is None and r.code in cuda_only
+             and r.code not in ("OA117", "OA106")]
+    probes = [r for r in c.plan.reports if r.code in ("OA117", "OA106") and r.replacement is not None]
+    if not stuck or not probes:
         return
-    for report in c.plan.reports:
-        if report.code in ("OA117", "OA106") and report.replacement is not None:
-            report.suggestion = node_code(report.replacement)
-            report.replacement = None
-            report.message += f" (not rewritten: the file still calls a CUDA-only API ({stuck.code}); port " \
-                              "that first)"
+    guards = _Guards(c.state(_Module).module, stuck)
+    for report in probes:
+        if guards.own_block(report):
+            continue
+        report.suggestion = node_code(report.replacement)
+        report.replacement = None
+        report.message += f" (not rewritten: the file still calls a CUDA-only API ({stuck[0].code}); port " \
+                          "that first)"
+
+
+class _Guards:
+    """Which probes of a file with stuck CUDA calls (``_stuck_probes``) only guard a block of their own."""
+
+    # statements that bind a name, leave the block or the function: the probe's answer reaches further
+    _ESCAPES = (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.Return, cst.Raise, cst.Yield,
+                cst.Break, cst.Continue, cst.Global, cst.Nonlocal, cst.Del, cst.Import, cst.ImportFrom,
+                cst.FunctionDef, cst.ClassDef, cst.For, cst.While, cst.Try, cst.AsName)
+
+    def __init__(self, module: cst.Module, stuck: list[Report]):
+        self.stuck = stuck
+        functions: dict[str, list[cst.FunctionDef]] = {}
+        todo: list[cst.CSTNode] = [module]
+        while todo:
+            node = todo.pop()
+            if isinstance(node, cst.FunctionDef):
+                functions.setdefault(node.name.value, []).append(node)
+            todo.extend(node.children)
+        # the file's functions that call a stuck API, or call (by name or as a method) one that does
+        self.tainted = {name for name, defs in functions.items()
+                        if any(id(d) in r.ancestors for d in defs for r in stuck)}
+        grew = True
+        while grew:
+            grew = False
+            for name, defs in functions.items():
+                if name not in self.tainted and any(self._calls_tainted(d) for d in defs):
+                    self.tainted.add(name)
+                    grew = True
+
+    def _calls_tainted(self, node: cst.CSTNode) -> bool:
+        todo: list[cst.CSTNode] = [node]
+        while todo:
+            n = todo.pop()
+            if isinstance(n, cst.Call):
+                f = n.func
+                name = f.value if isinstance(f, cst.Name) else f.attr.value if isinstance(f, cst.Attribute) else None
+                if name in self.tainted:
+                    return True
+            todo.extend(n.children)
+        return False
+
+    def own_block(self, probe: Report) -> bool:
+        guard = probe.statement
+        if not isinstance(guard, cst.If) or id(guard.test) not in probe.ancestors and probe.node is not guard.test:
+            return False
+        if any(id(guard) in r.ancestors or r.node is guard for r in self.stuck):
+            return False
+        todo: list[cst.CSTNode] = [guard.body, *([guard.orelse] if guard.orelse is not None else [])]
+        while todo:
+            n = todo.pop()
+            if isinstance(n, self._ESCAPES):
+                return False
+            todo.extend(n.children)
+        return not self._calls_tainted(guard)
 
 
 @on_finish

@@ -6,6 +6,9 @@
   ``backend="cudagraphs"``, ``options={"triton.cudagraphs": True}``: OA609) or with inductor, whose
   kernels are Triton's (OA610).
 
+``if torch.backends.cudnn.is_available(): torch.backends.cudnn.deterministic = True``: the probe (OA612) that guards
+only flags that do nothing off CUDA is info like them.
+
 The backend flags matched by name (``torch.backends.cudnn.*``, ``torch.backends.cuda.matmul.*``) are the
 catalogue's ``apis``: apis.py. Examples: rules/catalogue.toml [OA601] ... [OA612].
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 import libcst as cst
 
 from opaudit.lint.catalogue import version_at_least
-from opaudit.lint.walk import FileCheck, argument, expr, node_code, on_call, string_value
+from opaudit.lint.walk import FileCheck, Report, argument, expr, node_code, on_call, on_finish, string_value
 
 SDP_FLAGS = {"enable_flash": "FLASH_ATTENTION", "enable_math": "MATH", "enable_mem_efficient": "EFFICIENT_ATTENTION",
              "enable_cudnn": "CUDNN_ATTENTION"}
@@ -60,3 +63,30 @@ def _compile(c: FileCheck, node: cst.Call, q: str) -> None:
     if backend is None or string_value(backend.value) == "inductor":
         c.report(node, "OA610", c.rules["OA610"].summary)
 
+
+
+@on_finish
+def _cudnn_guards(c: FileCheck) -> None:
+    """``torch.backends.cudnn.is_available()`` (OA612) as the test of an ``if`` whose every statement sets a flag
+    that is info (cuDNN's own, which do nothing off CUDA): False on the target skips flags that would change
+    nothing there, so the probe is info too (and an import of cudnn used only by them is, engine.py)."""
+    probes = [r for r in c.plan.reports if r.code == "OA612" and r.severity != "info"
+              and isinstance(r.statement, cst.If) and r.statement.orelse is None
+              and (id(r.statement.test) in r.ancestors or r.node is r.statement.test)]
+    if not probes:
+        return
+    by_statement: dict[int, list[Report]] = {}
+    for r in c.plan.reports:
+        if r.statement is not None:
+            by_statement.setdefault(id(r.statement), []).append(r)
+
+    def info(r: Report) -> bool:
+        return (r.severity or c.rules[r.code].severity) == "info"
+
+    for r in probes:
+        body = r.statement.body.body
+        if body and all(isinstance(s, cst.SimpleStatementLine) and by_statement.get(id(s)) and
+                        all(info(u) for u in by_statement[id(s)]) for s in body):
+            r.severity = "info"
+            r.message += " (it only guards flags that do nothing off CUDA: False there skips them, as they " \
+                         "would change nothing)"
