@@ -12,8 +12,10 @@
   torch.FloatTensor``, the GAN style) is one port with its uses (``TypedAliases``, found before the walk):
   the alias becomes ``functools.partial(torch.tensor, dtype=..., device="musa" if cuda else "cpu")``, a call
   with sizes ``torch.empty(..., **Tensor.keywords)``, ``x.type(Tensor)`` ``x.to(**Tensor.keywords)``, and a
-  call with data stays as it is. Where one use has no such rewrite (a class test, the class passed on, a
-  call that may be given a size or data), none is made and the alias's finding says why.
+  call with data stays as it is. Where one use has no such rewrite (a class test, the class passed on), none is
+  made and the alias's finding says why. An attribute alias (``self.Tensor = ...``, called by subclasses in other
+  modules) and a name alias given an argument that may be a size or data become a function that builds what the
+  class built (``lambda *size_or_data: torch.FloatTensor(*size_or_data).to("musa")``), their calls as they are.
 
 Examples: rules/catalogue.toml [OA101], [OA108], [OA109]; tests/lint/test_typed_tensors.py,
 tests/lint/test_typed_aliases.py.
@@ -292,7 +294,7 @@ _NUMPY_ARRAYS = frozenset({"array", "asarray", "ascontiguousarray", "zeros", "on
 _NUMPY_SAMPLERS = {"rand": 0, "randn": 0, "random": 0, "random_sample": 0, "ranf": 0, "sample": 0,
                    "standard_normal": 0, "randint": 2, "normal": 2, "uniform": 2, "binomial": 2, "beta": 2,
                    "gamma": 2, "poisson": 1, "exponential": 1, "choice": 1, "permutation": None}
-_ALIAS_LINE = re.compile(rb"^[ \t]*\w+[ \t]*=[^=\n][^\n]*Tensor\b", re.M)  # (a file without one has no alias)
+_ALIAS_LINE = re.compile(rb"^[ \t]*[\w.]+[ \t]*=[^=\n][^\n]*Tensor\b", re.M)  # (a file without one has no alias)
 _SCOPE_NODES = (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
@@ -311,6 +313,15 @@ class AliasGroup:
     conversions: int = 0  # x.type(Tensor), rewritten to x.to(**Tensor.keywords)
     fix: str = "safe"
     uses: dict[int, cst.Call] = field(default_factory=dict)  # id(call) -> its rewrite
+    # the alias becomes a function that builds what the class built, the CPU class's tensor moved to the device,
+    # and its calls stay as they are: an attribute (``self.Tensor = ...``, whose uses other modules may hold), or
+    # a name given an argument that may be a size or data (``unknown``), with no x.type(alias) to rewrite
+    factory: bool = False
+    cpu_class: str = ""  # torch.FloatTensor
+    on_device: str = ""  # the device's expression ("musa"), which the factory moves to
+    unknown: list[str] = field(default_factory=list)  # calls that may be given a size or data
+    calls: int = 0  # an attribute's calls in this file
+    passed: int = 0  # an attribute passed on to a call (GANLoss(tensor=self.Tensor)), which may call it
 
 
 @file_state
@@ -364,7 +375,12 @@ class _AliasFinder:
                     if group.why is None and "noqa" in node_code(above):
                         group.why = "the alias is marked noqa"
                 continue
-            if isinstance(node, (cst.ClassDef, cst.Lambda, *_SCOPE_NODES[3:])):
+            if isinstance(node, cst.ClassDef):  # its methods (the class body's assignments are class attributes)
+                if isinstance(node.body, cst.IndentedBlock):
+                    todo.extend((m, scopes, node) for m in node.body.body if isinstance(m, (cst.FunctionDef,
+                                                                                             cst.ClassDef)))
+                continue
+            if isinstance(node, (cst.Lambda, *_SCOPE_NODES[3:])):
                 continue
             inner = [*scopes, node] if isinstance(node, cst.FunctionDef) else scopes
             for child in children(node):
@@ -380,7 +396,14 @@ class _AliasFinder:
         return self.c.qualname(node)
 
     def _alias(self, node: cst.Assign, scopes: list[cst.CSTNode]) -> AliasGroup | None:
-        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+        if len(node.targets) != 1:
+            return None
+        target = node.targets[0].target
+        method = scopes[-1] if isinstance(scopes[-1], cst.FunctionDef) else None
+        own = method.params.params[0].name.value if method is not None and method.params.params else None
+        attribute = isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and \
+            target.value.value == own
+        if not isinstance(target, cst.Name) and not attribute:
             return None
         value = node.value
         branches = [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
@@ -388,7 +411,7 @@ class _AliasFinder:
         cuda = [q for q in names if q and q.startswith("torch.cuda.") and q.rsplit(".", 1)[-1] in TYPED_CLASSES]
         if not cuda:
             return None
-        name = node.targets[0].target.value
+        name = node_code(target)
         group = AliasGroup(name, value, cuda[0])
         kind = cuda[0].rsplit(".", 1)[-1]
         dtype = _TYPED_DTYPES.get(kind.removesuffix("Tensor"))
@@ -396,9 +419,14 @@ class _AliasFinder:
             group.why = f"`{kind}` has no dtype this port writes"
             return group
         group.dtype = dtype
+        group.cpu_class, group.on_device = f"torch.{kind}", self.device
         if isinstance(value, cst.IfExp):
             on_device = [q == f"torch.cuda.{kind}" for q in names]
-            if sorted(names, key=str) != sorted([f"torch.cuda.{kind}", f"torch.{kind}"]):
+            # (torch.Tensor, float32 by default, as the CPU branch of FloatTensor: pix2pix's; kept as written where
+            # the CUDA branch becomes the factory, an attribute's)
+            loose = kind == "FloatTensor" and isinstance(target, cst.Attribute) and \
+                sorted(names, key=str) == ["torch.Tensor", "torch.cuda.FloatTensor"]
+            if sorted(names, key=str) != sorted([f"torch.cuda.{kind}", f"torch.{kind}"]) and not loose:
                 group.why = "its branches are not the same class on CUDA and on the CPU"
                 return group
             test = node_code(value.test).strip()
@@ -406,6 +434,10 @@ class _AliasFinder:
                 f'"cpu" if {test} else {self.device}'
         else:
             group.device = self.device
+        if isinstance(target, cst.Attribute):
+            group.factory, group.fix = True, "unsafe"  # a subclass or another module may hold a use of it
+            self._attribute_uses(group, target)
+            return group
         scope = scopes[-1]
         if name in self.receivers._declared_names():
             group.why = f"`{name}` is declared global or nonlocal"
@@ -445,6 +477,65 @@ class _AliasFinder:
                 if isinstance(node, cst.Arg) and child is node.keyword:
                     continue
                 todo.append((child, parents, scopes))
+        if group.why is None and group.unknown:
+            if group.conversions:
+                group.why = f"`{group.unknown[0]}` may be given a size or data (not known which), beside " \
+                            f"x.type({name}), which a function in its place could not convert to"
+            else:  # every use a call: a function that builds what the class built, the calls as they are
+                group.factory, group.uses = True, {}
+
+    def _attribute_uses(self, group: AliasGroup, target: cst.Attribute) -> None:
+        """The uses in this file of an attribute alias (``self.Tensor``): any ``<name>.Tensor`` not rooted in an
+        import. A call or a call's argument takes the factory; anything else (a class test, ``x.type(...)``,
+        another binding by the alias's class or a subclass of it in the file) keeps the group, and the finding says
+        which. Another class's own ``self.Tensor = tensor`` (a loss given the alias) is that class's attribute."""
+        attr = target.attr.value
+        found: list[tuple[cst.Attribute, tuple[cst.CSTNode, ...]]] = []
+        bases: dict[str, set[str]] = {}
+        todo: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(self.module, ())]
+        while todo:
+            node, parents = todo.pop()
+            todo.extend((child, (*parents, node)) for child in children(node))
+            if isinstance(node, cst.ClassDef):
+                bases[node.name.value] = {b.value.value for b in node.bases if isinstance(b.value, cst.Name)}
+            elif isinstance(node, cst.Attribute) and node.attr.value == attr and isinstance(node.value, cst.Name) \
+                    and self.c.qualname(node) is None:
+                found.append((node, parents))
+
+        def owner(parents: tuple[cst.CSTNode, ...]) -> str | None:
+            return next((p.name.value for p in reversed(parents) if isinstance(p, cst.ClassDef)), None)
+
+        family = {owner(next(ps for n, ps in found if n is target))} - {None}
+        grew = True
+        while grew:  # the alias's class and its subclasses in the file
+            grew = False
+            for name, of in bases.items():
+                if name not in family and of & family:
+                    family.add(name)
+                    grew = True
+        for node, parents in found:
+            if node is target:
+                continue
+            parent = parents[-1]
+            call = parents[-2] if len(parents) >= 2 else None
+            if isinstance(parent, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.Del, cst.Element)):
+                if owner(parents) in family or not family:
+                    group.why = f"`{group.name}` is bound more than once"
+            elif isinstance(parent, cst.Call) and parent.func is node:
+                group.calls += 1
+            elif isinstance(parent, cst.Arg) and isinstance(call, cst.Call):
+                if isinstance(call.func, cst.Name) and call.func.value in ("isinstance", "issubclass"):
+                    group.why = f"`{_short(call)}` is a class test"
+                elif isinstance(call.func, cst.Attribute) and call.func.attr.value in ("type", "new"):
+                    group.why = f"`{_short(call)}` needs the class"
+                else:
+                    group.passed += 1
+            elif isinstance(parent, cst.Attribute):
+                group.why = f"`{_short(parent)}` reads an attribute of the class"
+            else:
+                group.why = f"`{_short(parent)}` uses the class as a value"
+            if group.why is not None:
+                return
 
     def _use(self, group: AliasGroup, node: cst.Name, parents: tuple[cst.CSTNode, ...],
              scopes: list[cst.CSTNode]) -> None:
@@ -458,7 +549,7 @@ class _AliasFinder:
         if isinstance(parent, cst.Call) and parent.func is node:
             kind = self._call_kind(parent, scopes, parents)
             if kind is None:
-                group.why = f"`{_short(parent)}` may be given a size or data (not known which)"
+                group.unknown.append(_short(parent))
             elif kind == "data":
                 group.data += 1
             else:
@@ -585,6 +676,9 @@ def _typed_alias(c: FileCheck, node: cst.Assign) -> None:
                  f"rewritten: {group.why}; {c.target.title} has no typed tensor classes, and the alias is rewritten "
                  "with all its uses or not at all)", suggestion=rule_suggestion(c, rule))
         return
+    if group.factory:
+        _typed_factory(c, node, group)
+        return
     if "functools" not in c.top_imports:  # imported with the fix, and taken out again where it is not applied
         c.plan.add_imports.add("functools")
         c.plan.remove_imports.add(("functools", None, None))
@@ -598,6 +692,32 @@ def _typed_alias(c: FileCheck, node: cst.Assign) -> None:
     c.report(node.value, "OA109", f"{rule.summary}: `{n}`, an alias of `{group.cls}` -> a factory of "
              f"torch.{group.dtype} tensors on the device ({c.target.title} has no typed tensor classes), rewritten "
              f"with its uses: {uses or 'none'}{why}", expr(new), fix=group.fix)
+
+
+def _typed_factory(c: FileCheck, node: cst.Assign, group: AliasGroup) -> None:
+    """The alias's CUDA class becomes a function that builds the CPU class's tensor, from whatever the class was
+    given (sizes, data, nothing), and moves it to the device: each call of it builds what it built on CUDA."""
+    factory = f"lambda *size_or_data: {group.cpu_class}(*size_or_data).to({group.on_device})"
+    value = node.value
+    if isinstance(value, cst.IfExp):
+        on_body = c.qualname(value.body) == group.cls
+        branch = expr(f"({factory})" if on_body else factory)
+        new: cst.BaseExpression = value.with_changes(body=branch) if on_body else value.with_changes(orelse=branch)
+    else:
+        new = expr(factory)
+    n = group.name
+    if group.unknown:
+        calls = f"its {len(group.unknown)} call{'s' * (len(group.unknown) != 1)} stay as they are " \
+                f"(`{group.unknown[0]}` may be given a size or data)"
+    else:
+        calls = f"its {group.calls} call{'s' * (group.calls != 1)} here stay as they are"
+        if group.passed:
+            calls += f", and it is passed on {group.passed} time{'s' * (group.passed != 1)}, to be called"
+    why = "; unsafe: a subclass or another module may use it as a class (isinstance, x.type)" \
+        if group.fix == "unsafe" else ""
+    c.report(node.value, "OA109", f"{c.rules['OA109'].summary}: `{n}`, an alias of `{group.cls}` -> a function "
+             f"that builds what the class built, {group.cpu_class}(...) moved to the device ({c.target.title} has no "
+             f"typed tensor classes): {calls}{why}", new, fix=group.fix)
 
 
 @on(cst.Call)
