@@ -2,8 +2,11 @@
 
 ``FIXES``: configuration values for a class whose own default configuration does not build or run (a field left
 None that the class needs, a size its parts disagree on); applied to the keys a spec does not set, and part of
-the configuration the zoo records; ``call``: methods called on the model once built, as the class's pipelines
-call them. ``REQUIRED``: values of required constructor arguments that no diffusers
+the configuration the zoo records (``set``); ``call``: methods called on the model once built, as the class's
+pipelines call them; ``inputs``: forward inputs as the class's pipeline makes them, where no role of
+opaudit.zoo.diffusion.ROLES can guess them (a rotary embedding, a packed sequence's ids, a list per block; the
+format: opaudit.zoo.diffusion.fixed_input); ``models``: how many models a wrapper of several needs at least.
+``REQUIRED``: values of required constructor arguments that no diffusers
 class gives a default to (what the library's other classes default to is used for the rest,
 opaudit.zoo.diffusion.required_arguments). Checked on diffusers 0.42.1.
 """
@@ -12,7 +15,259 @@ from __future__ import annotations
 
 from typing import Any
 
+_PATCHES = "(height // patch_size) * (width // patch_size)"  # the latent patches of an image transformer
+_HUNYUAN_DIT: dict[str, Any] = {
+    "why": "the default hidden_size (1152) is not its heads times their size (16 x 88 = 1408) that its attention "
+           "and adaptive norms are built with, so the default configuration does not run; HunyuanDiT v1.x's "
+           "checkpoints set 1408. Its pipeline passes the 2-D rotary embedding (get_2d_rotary_pos_embed: cos and "
+           "sin, one row of the head size per latent patch), the style (0), the image's sizes (original, target "
+           "and crop corner together: batch, 6), and the CLIP text (text_len tokens) and T5 text (text_len_t5 "
+           "tokens) with their masks",
+    "set": {"hidden_size": 1408},
+    "inputs": {"image_rotary_emb": {"tuple": [{"shape": [_PATCHES, "attention_head_dim"]}] * 2},
+               "style": {"shape": ["batch"], "dtype": "long"},
+               "image_meta_size": {"shape": ["batch", 6]},
+               "encoder_hidden_states": {"shape": ["batch", "text_len", "cross_attention_dim"]},
+               "text_embedding_mask": {"shape": ["batch", "text_len"], "dtype": "long", "fill": 1},
+               "encoder_hidden_states_t5": {"shape": ["batch", "text_len_t5", "cross_attention_dim_t5"]},
+               "text_embedding_mask_t5": {"shape": ["batch", "text_len_t5"], "dtype": "long", "fill": 1}},
+}
+
 FIXES: dict[str, dict[str, Any]] = {
+    "AceStepAudioTokenizer": {
+        "why": "it turns 25 Hz acoustic latents into 5 Hz tokens by pooling windows of pool_window_size frames: "
+               "its attention pooler unpacks the latents already cut into windows, (batch, windows, "
+               "pool_window_size, audio_acoustic_hidden_dim)",
+        "inputs": {"hidden_states": {"shape": ["batch", 4, "pool_window_size", "audio_acoustic_hidden_dim"]}},
+    },
+    "AceStepTransformer1DModel": {
+        "why": "ACE-Step's pipeline passes the noise latents as (batch, length, audio_acoustic_hidden_dim) and the "
+               "context latents as the source latents and their chunk mask concatenated on the last axis "
+               "(torch.cat([src_latents, chunk_mask], dim=-1)): with the latents, in_channels in all; the "
+               "condition encoder's states at the model's width (its encoder_hidden_size defaults to hidden_size)",
+        "inputs": {"encoder_hidden_states": {"shape": ["batch", "words", "hidden_size"]},
+                   "hidden_states": {"shape": ["batch", "tokens", "audio_acoustic_hidden_dim"]},
+                   "context_latents": {"shape": ["batch", "tokens", "in_channels - audio_acoustic_hidden_dim"]}},
+    },
+    "AnyFlowFARTransformer3DModel": {
+        "why": "AnyFlow FAR's pipeline passes the latents frames first, (batch, frames, channels, height, width) "
+               "(init_latents.permute(0, 2, 1, 3, 4)), with the frames per chunk (chunk_partition, which must "
+               "sum to the frames): two frames, one chunk each",
+        "inputs": {"hidden_states": {"shape": ["batch", 2, "in_channels", "height", "width"]},
+                   "chunk_partition": {"value": [1, 1]}},
+    },
+    "AutoencoderKLMochi": {
+        "why": "its encoder adds Fourier features to the RGB video (3 channels to in_channels = 15) itself: "
+               "the input is the video's out_channels (3) frames, (batch, 3, frames, height, width), frames a "
+               "multiple of its 6x temporal compression",
+        "inputs": {"sample": {"shape": ["batch", "out_channels", 6, "height", "width"]}},
+    },
+    "BriaFiboTransformer2DModel": {
+        "why": "FIBO's pipeline passes, besides the prompt embeddings, the text encoder's hidden states of as "
+               "many layers as the model has blocks (get_prompt_embeds: prompt_layers), each (batch, words, "
+               "text_encoder_dim), one projected into each block",
+        "inputs": {"text_encoder_layers": {"list": {"shape": ["batch", "words", "text_encoder_dim"]},
+                                           "times": "num_layers + num_single_layers"}},
+    },
+    "GlmImageTransformer2DModel": {
+        "why": "GLM-Image's pipeline passes the autoregressive stage's image tokens upsampled to the latent's "
+               "patch grid (_upsample_token_ids(..., token_h, token_w)): one token id per patch, with a mask of "
+               "the dropped ones (none) of the same shape",
+        "inputs": {"prior_token_id": {"shape": ["batch", _PATCHES], "dtype": "long"},
+                   "prior_token_drop": {"shape": ["batch", _PATCHES], "dtype": "bool"}},
+    },
+    "HunyuanVideo15Transformer3DModel": {
+        "why": "HunyuanVideo 1.5's pipeline passes the vision encoder's semantic tokens as (batch, tokens, "
+               "image_embed_dim) (zeros for text-to-video: torch.zeros(batch, vision_num_semantic_tokens, "
+               "vision_states_dim)), not one pooled vector; and the second (ByT5) text encoder's states always "
+               "with their mask (the forward reads encoder_attention_mask_2 whenever they are given)",
+        "inputs": {"image_embeds": {"shape": ["batch", "tokens", "image_embed_dim"]},
+                   "encoder_hidden_states_2": {"shape": ["batch", "words", "text_embed_2_dim"]},
+                   "encoder_attention_mask_2": {"shape": ["batch", "words"], "dtype": "long", "fill": 1}},
+    },
+    "HunyuanVideoFramepackTransformer3DModel": {
+        "why": "FramePack's pipeline passes the section's latents (batch, channels, frames, height, width) with "
+               "their frame indices, one long per frame (indices.split(...): indices_latents), the SigLIP "
+               "image states (batch, tokens, image_proj_dim), and the clean and history latents with their "
+               "indices (latents_clean: the image's and the newest history's frames; history_2x and _4x: older "
+               "frames, embedded in 2x and 4x coarser patches). The forward always calls the "
+               "history embedder and projects the image states, which the default configuration leaves out: "
+               "FramePack's checkpoint (FramePackI2V_HY) has both",
+        "set": {"has_clean_x_embedder": True, "has_image_proj": True},
+        "inputs": {"hidden_states": {"shape": ["batch", "in_channels", 2, "height", "width"]},
+                   "indices_latents": {"shape": [2], "dtype": "long"},
+                   "image_embeds": {"shape": ["batch", "tokens", "image_proj_dim"]},
+                   **{f"latents_{k}": {"shape": ["batch", "in_channels", n, "height", "width"]}
+                      for k, n in (("clean", 2), ("history_2x", 2), ("history_4x", 4))},
+                   **{f"indices_latents_{k}": {"shape": [n], "dtype": "long"}
+                      for k, n in (("clean", 2), ("history_2x", 2), ("history_4x", 4))}},
+    },
+    "HunyuanDiT2DModel": _HUNYUAN_DIT,
+    "HunyuanDiT2DControlNetModel": {
+        "why": _HUNYUAN_DIT["why"] + "; the control image VAE-encoded to latents "
+                                     "(pipeline_hunyuandit_controlnet: vae.encode(control_image))",
+        "set": _HUNYUAN_DIT["set"],
+        "inputs": {**_HUNYUAN_DIT["inputs"],
+                   "controlnet_cond": {"shape": ["batch", "in_channels", "height", "width"]}},
+    },
+    "Ideogram4Transformer2DModel": {
+        "why": "Ideogram 4's pipeline packs text and image into one sequence ([text][image], _prepare_ids): the "
+               "latents with zeros for the text tokens, the text features padded over the image tokens, and a "
+               "3-axis position, a segment (1: the prompt's) and a role (3: text, 2: image) per token of both",
+        "inputs": {"hidden_states": {"shape": ["batch", "words + tokens", "in_channels"]},
+                   "encoder_hidden_states": {"shape": ["batch", "words + tokens", "llm_features_dim"]},
+                   "position_ids": {"shape": ["batch", "words + tokens", 3], "dtype": "long"},
+                   "segment_ids": {"shape": ["batch", "words + tokens"], "dtype": "long", "fill": 1},
+                   "indicator": {"shape": ["batch", "words + tokens"], "dtype": "long", "fill": 2}},
+    },
+    "JoyImageEditPlusTransformer3DModel": {
+        "why": "JoyImage Edit's pipeline passes the latents already cut into patches, (batch, patches, channels, "
+               "patch frames, patch rows, patch columns) (the forward patchifies them with a Conv3d of "
+               "patch_size), with each example's (frames, rows, columns) in patches per image (shape_list), "
+               "whose products sum to the patches: 16, one frame of 4 x 4",
+        "inputs": {"hidden_states": {"shape": ["batch", "tokens", "in_channels", 1, 2, 2]},
+                   "shape_list": {"value": [[(1, 4, 4)]] * 2},
+                   "encoder_hidden_states_mask": {"shape": ["batch", "words"], "dtype": "long", "fill": 1}},
+    },
+    "Kandinsky5Transformer3DModel": {
+        "why": "Kandinsky 5's pipeline passes the latents channels last, (batch, frames, rows, columns, "
+               "in_visual_dim) (prepare_latents), the Qwen text states and the CLIP pooled text, and the rotary "
+               "positions: one per latent frame, and per row and column of the 2x2 patches (visual_rope_pos, a "
+               "list of three), and one per text token (text_rope_pos)",
+        "inputs": {"hidden_states": {"shape": ["batch", 1, "height", "width", "in_visual_dim"]},
+                   "encoder_hidden_states": {"shape": ["batch", "words", "in_text_dim"]},
+                   "pooled_projections": {"shape": ["batch", "in_text_dim2"]},
+                   "visual_rope_pos": {"list": [{"shape": [1], "dtype": "long"},
+                                                    {"shape": ["height // 2"], "dtype": "long"},
+                                                    {"shape": ["width // 2"], "dtype": "long"}]},
+                   "text_rope_pos": {"shape": ["words"], "dtype": "long"}},
+    },
+    "Kandinsky6Transformer3DModel": {
+        "why": "Kandinsky 6's pipeline passes the latents channels last, (batch, frames, rows, columns, "
+               "in_visual_dim) (prepare_latents), the audio latents (batch, length, in_audio_dim), the Qwen text "
+               "states (batch, words, in_text_dim) with their mask and the CLIP pooled text (batch, in_text_dim2)",
+        "inputs": {"hidden_states": {"shape": ["batch", 1, "height", "width", "in_visual_dim"]},
+                   "audio_hidden_states": {"shape": ["batch", "tokens", "in_audio_dim"]},
+                   "encoder_hidden_states": {"shape": ["batch", "words", "in_text_dim"]},
+                   "encoder_attention_mask": {"shape": ["batch", "words"], "dtype": "bool", "fill": 1},
+                   "pooled_projections": {"shape": ["batch", "in_text_dim2"]}},
+    },
+    "LuminaNextDiT2DModel": {
+        "why": "Lumina's pipeline passes the rotary embedding of get_2d_rotary_pos_embed_lumina: complex, (rows, "
+               "columns, head size / 2), of which the patch embedder takes the latent's patches' rows and columns; "
+               "and its cross-attention kwargs always as a dict (cross_attention_kwargs = {}: the blocks unpack it)",
+        "inputs": {"cross_attention_kwargs": {"value": {}},
+                   "image_rotary_emb": {"shape": ["height // patch_size", "width // patch_size",
+                                                  "hidden_size // num_attention_heads // 2"], "dtype": "complex"}},
+    },
+    "MMAudioVocoder": {
+        "why": "a BigVGAN vocoder: it upsamples each mel frame 256x (upsample_rates 8, 4, 2, 2, 2, 2) through "
+               "wide convolutions; the 4096-frame spectrograms an audio model is tried with did not decode within "
+               "the timeout: 16 frames of num_mels bins, (batch, num_mels, frames) as MMAudioVAE's decoder gives",
+        "inputs": {"mel": {"shape": ["batch", "num_mels", "tokens"]}},
+    },
+    "MiniMaxMusic3ConditionEncoder": {
+        "why": "it takes the condition model's hidden states of all its num_condition_layers layers side by side, "
+               "(batch, frames, num_condition_layers * condition_hidden_dim) (its forward's docstring), and "
+               "splits them by layer",
+        "inputs": {"hidden_states": {"shape": ["batch", "tokens", "num_condition_layers * condition_hidden_dim"]}},
+    },
+    "MiniMaxMusic3Vocoder": {
+        "why": "it decodes flow-matched latents (batch, latent_channels, length) to a stereo waveform of 512 "
+               "samples per latent frame (upsampling_ratios 8, 8, 4, 2): the 4096-frame latents an audio model is "
+               "tried with make two million samples, which did not decode within the timeout; 16 frames",
+        "inputs": {"latents": {"shape": ["batch", "latent_channels", "tokens"]}},
+    },
+    "MiniMaxMusic3Transformer1DModel": {
+        "why": "its forward takes the latents as (batch, in_channels, length) and the condition already aligned to "
+               "the latent timeline, (batch, length, condition_dim) (the class's docstring): the same length",
+        "inputs": {"hidden_states": {"shape": ["batch", "in_channels", "tokens"]},
+                   "encoder_hidden_states": {"shape": ["batch", "tokens", "condition_dim"]}},
+    },
+    "MMAudioVAE": {
+        "why": "its forward encodes a mono waveform in [-1, 1] (batch, samples) to a mel spectrogram itself "
+               "(MMAudioMelSpectrogram, an n_fft STFT); one latent frame covers hop_length * 2 samples: 16 frames",
+        "inputs": {"sample": {"shape": ["batch", "hop_length * 2 * 16"]}},
+    },
+    "MultiAdapter": {
+        "why": "it refuses a single adapter ('use the T2IAdapter class instead'): two T2IAdapters, and the "
+               "adapter pipelines' input for it, a list of one image per adapter (adapter_input.append(...)), "
+               "which its forward zips with its adapters",
+        "models": 2,
+        "inputs": {"xs": {"list": [{"shape": ["batch", "in_channels", 64, 64]}] * 2}},
+    },
+    "PriorTransformer": {
+        "why": "Kandinsky's and unCLIP's prior pipelines pass the noisy image embedding and the pooled text "
+               "embedding as (batch, embedding_dim), and the text encoder's num_embeddings (77) token states with "
+               "their mask: the model adds a position embedding to exactly num_embeddings + additional_embeddings",
+        "inputs": {"hidden_states": {"shape": ["batch", "embedding_dim"]},
+                   "proj_embedding": {"shape": ["batch", "embedding_dim"]},
+                   "encoder_hidden_states": {"shape": ["batch", "num_embeddings", "embedding_dim"]},
+                   "attention_mask": {"shape": ["batch", "num_embeddings"], "dtype": "bool", "fill": 1}},
+    },
+    "StableAudio3DiTModel": {
+        "why": "Stable Audio 3's pipeline passes the latents as (batch, latent_dim, length) (prepare_latents; "
+               "io_channels wide) and the duration embedding as one global vector per example (batch, "
+               "global_cond_dim)",
+        "inputs": {"hidden_states": {"shape": ["batch", "io_channels", "tokens"]},
+                   "global_hidden_states": {"shape": ["batch", "global_cond_dim"]}},
+    },
+    "QwenImageControlNetModel": {
+        "why": "Qwen-Image's ControlNet pipeline VAE-encodes the control image and packs it as the latents are "
+               "(_pack_latents: 2x2 patches of 16 channels, a sequence (batch, tokens, in_channels)), "
+               "not an image",
+        "inputs": {"controlnet_cond": {"shape": ["batch", "tokens", "in_channels + extra_condition_channels"]}},
+    },
+    "QwenImage21Transformer2DModel": {
+        "why": "Qwen-Image 2.1's pipeline passes the vision-language encoder's sequence mask (batch, text + image "
+               "slots), True at the image's slots, each standing for 2x2 latent tokens: the text's words, then "
+               "a quarter of the target image's tokens (img_shapes' last (frames, rows, columns))",
+        "inputs": {"img_mask": {"runs": [[False, "words"], [True, "tokens // 4"]], "dtype": "bool"},
+                   "encoder_hidden_states": {"shape": ["batch", "words", "context_in_dim"]},
+                   "hidden_states": {"shape": ["batch", "tokens", "in_channels"]}},
+    },
+    "T5FilmDecoder": {
+        "why": "the spectrogram diffusion pipeline passes the note and the continuous encoders' outputs with "
+               "their masks as a list of (encoding, mask) pairs (encodings_and_masks), the noisy mel frames as "
+               "continuous (batch, targets_length, input_dims) 'tokens', and the noise time in [0, 1)",
+        "inputs": {"encodings_and_masks": {"list": [{"tuple": [
+                       {"shape": ["batch", "words", "d_model"]},
+                       {"shape": ["batch", "words"], "dtype": "bool", "fill": 1}]}] * 2},
+                   "decoder_input_tokens": {"shape": ["batch", "targets_length", "input_dims"]}},
+    },
+    "WanVACETransformer3DModel": {
+        "why": "Wan VACE's pipeline passes the control video VAE-encoded with its mask, "
+               "(batch, vace_in_channels, frames, height, width) at the latents' grid (prepare_video_latents "
+               "and prepare_masks, concatenated)",
+        "inputs": {"control_hidden_states": {"shape": ["batch", "vace_in_channels", 2, "height", "width"]},
+                   "hidden_states": {"shape": ["batch", "in_channels", 2, "height", "width"]}},
+    },
+    "UVit2DModel": {
+        "why": "aMUSEd's pipeline passes the image as a grid of VQ token ids, (batch, rows, columns) "
+               "(latents = torch.full((batch, height // vae_scale_factor, width // vae_scale_factor), mask id)), "
+               "which the model embeds and lays out as an image: 16 x 16; and five micro-conditions (width, "
+               "height, crop corner, aesthetic score)",
+        "inputs": {"input_ids": {"shape": ["batch", 16, 16], "dtype": "long"},
+                   "micro_conds": {"shape": ["batch", 5]}},
+    },
+    "UniDiffuserModel": {
+        "why": "UniDiffuser's pipeline passes the VAE latents (batch, in_channels, sample_size, sample_size), the "
+               "CLIP image embedding as one token (batch, 1, clip_img_dim), the CLIP text states (batch, "
+               "num_text_tokens, text_dim), and a timestep for each of image and text",
+        "inputs": {"latent_image_embeds": {"shape": ["batch", "in_channels", "sample_size", "sample_size"]},
+                   "image_embeds": {"shape": ["batch", 1, "clip_img_dim"]},
+                   "prompt_embeds": {"shape": ["batch", "num_text_tokens", "text_dim"]}},
+    },
+    "SparseControlNetModel": {
+        "why": "AnimateDiff SparseCtrl's pipeline (prepare_sparse_control_conditioning) passes the conditioning "
+               "frames VAE-encoded to latents (its simplified condition embedding) per frame, "
+               "(batch, conditioning_channels, frames, height, width), and a one-channel mask of the frames given; "
+               "its prompt embeddings repeated per frame (prompt_embeds.repeat_interleave(num_frames))",
+        "inputs": {"encoder_hidden_states": {"shape": ["batch * 2", "words", "cross_attention_dim"]},
+                   "controlnet_cond": {"shape": ["batch", "conditioning_channels", 2, "height", "width"]},
+                   "conditioning_mask": {"shape": ["batch", 1, 2, "height", "width"]},
+                   "sample": {"shape": ["batch", "in_channels", 2, "height", "width"]}},
+    },
     "AutoencoderKLAllegro": {
         "why": "its encode raises 'Encoding without tiling has not been implemented yet' unless tiling is on; "
                "Allegro's pipeline example turns it on (pipe.vae.enable_tiling())",

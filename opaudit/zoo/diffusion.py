@@ -13,7 +13,8 @@ The constructor's required arguments come from the class itself: a wrapper of ot
 ``adapters``) gets one model of the class its annotation (or its own name without ``Multi``) names, with that
 class's default configuration; a scalar the library's other classes give a default gets the value most of them
 give (:func:`_library_defaults`). What the signature cannot say (a default configuration the class itself
-refuses, a required value no class has a default for) is in :mod:`opaudit.zoo.diffusers_fixes`, each with why.
+refuses, a required value no class has a default for, an input only the class's pipeline knows how to make) is in
+:mod:`opaudit.zoo.diffusers_fixes`, each with why.
 """
 
 from __future__ import annotations
@@ -75,8 +76,10 @@ _TEXT_WIDTHS = ("cross_attention_dim", "joint_attention_dim", "text_dim", "capti
                 "condition_dim", "cond_dim")
 _POOLED_WIDTHS = ("pooled_projection_dim", "projection_dim", "clip_embeddings_dim", "embedding_dim",
                   "image_embed_dim", "clip_text_pooled_dim", "text_embed_dim", "global_dim", "time_embed_dim")
-_CHANNELS = ("in_channels", "latent_channels", "num_channels", "audio_channels", "in_chans", "in_dim",
-             "input_channels", "channels", "out_channels")
+# (an encoder's input before the latent's: a consistency decoder's VAE takes RGB, its latent 4 channels; a mel
+# spectrogram's bins are its channels, an audio DiT's io_channels its latent's)
+_CHANNELS = ("in_channels", "encoder_in_channels", "latent_channels", "num_channels", "audio_channels", "in_chans",
+             "in_dim", "input_channels", "io_channels", "num_mels", "mel_bins", "channels", "out_channels")
 _SIZES = ("sample_size", "image_size", "input_size", "resolution")
 _VOCAB = ("vocab_size", "codebook_size", "num_vq_embeddings", "num_embeds", "num_embeddings", "n_vocab")
 
@@ -240,14 +243,17 @@ def class_defaults(cls: type) -> dict[str, Any]:
 
 def builder(cls: type, config: dict[str, Any], overrides: dict[str, Any]) -> Callable[[], Any]:
     """A factory of the model: ``cls`` with the required arguments, the fixes and the overrides; a wrapper with one
-    model of the class it wraps, built so (the spec's overrides are that model's)."""
+    model of the class it wraps (or as many as diffusers_fixes.FIXES's ``models`` says it needs), built so (the
+    spec's overrides are that model's)."""
+    from opaudit.zoo.diffusers_fixes import FIXES
+
     inner = wrapped_class(cls)
     if inner is not None:
         init = cls.__init__  # type: ignore[misc]
         key = next(k for k in inspect.signature(init).parameters if k in ("controlnets", "adapters", "models"))
         make_inner = builder(inner, config, overrides)
-        return lambda: cls(**{key: [make_inner()]})
-    from opaudit.zoo.diffusers_fixes import FIXES
+        n = FIXES.get(cls.__name__, {}).get("models", 1)
+        return lambda: cls(**{key: [make_inner() for _ in range(n)]})
 
     given = {k: v for k, v in config.items() if k in inspect.signature(cls).parameters}
     fixed = {k: v for k, v in given.items() if k in overrides or k in _made(cls)}
@@ -319,9 +325,52 @@ def _audio(cls: type, config: dict[str, Any]) -> bool:
         or "audio_channels" in config
 
 
+def fixed_input(cls: type, name: str, config: dict[str, Any], g: Any) -> list[Any]:
+    """The input ``name`` as diffusers_fixes.FIXES gives it for ``cls`` (what its pipeline passes), as a list of
+    one candidate, the only one :func:`diffusers_inputs` tries; [] where no entry names it. A tensor is given by
+    its ``shape``, each size a number or an expression of the configuration's numbers (``"in_channels - 64"``,
+    read after the cut) and of ``batch``, ``height`` and ``width`` (the latents'), ``words`` and ``tokens`` (the
+    other inputs' counts), and its ``dtype`` (float, complex: random; long, bool: ``fill``, 0 unless set) or, a
+    row per example, by its ``runs`` of one value each (``[[0, "words"], [1, 4]]``); a ``tuple`` or ``list`` of
+    such (or a ``list`` of ``times`` of one); anything else by its ``value``."""
+    import torch
+
+    from opaudit.zoo.diffusers_fixes import FIXES
+
+    spec = FIXES.get(cls.__name__, {}).get("inputs", {}).get(name)
+    if spec is None:
+        return []
+    h, w = _hw(config)  # the latents' grid, the batch and the text and token counts the other inputs have
+    numbers = {k: v for k, v in config.items() if _int(v)} | \
+        {"batch": BATCH, "height": h, "width": w, "words": WORDS, "tokens": TOKENS}
+
+    def number(d: int | str) -> int:
+        return int(eval(d, {"__builtins__": {}}, numbers)) if isinstance(d, str) else d  # noqa: S307 - data
+
+    def made(spec: dict[str, Any]) -> Any:
+        if "value" in spec:
+            return spec["value"]
+        if "tuple" in spec:  # a rotary embedding's (cos, sin)
+            return tuple(made(s) for s in spec["tuple"])
+        if "list" in spec:  # each of them, or one ``times`` (per block: a text encoder's layers)
+            if isinstance(spec["list"], list):
+                return [made(s) for s in spec["list"]]
+            return [made(spec["list"]) for _ in range(number(spec["times"]))]
+        dtype = spec.get("dtype", "float")
+        if "runs" in spec:  # a row per example of runs of one value, (value, count) each: which tokens are image
+            kind = {"long": torch.long, "bool": torch.bool}[dtype]
+            return torch.cat([torch.full((BATCH, number(n)), v, dtype=kind) for v, n in spec["runs"]], dim=1)
+        shape = [number(d) for d in spec["shape"]]
+        if dtype in ("float", "complex"):
+            return torch.randn(*shape, generator=g, dtype=torch.float if dtype == "float" else torch.cfloat)
+        return torch.full(shape, spec.get("fill", 0), dtype={"long": torch.long, "bool": torch.bool}[dtype])
+
+    return [made(spec)]
+
+
 def _candidates(name: str, p: inspect.Parameter, cls: type, config: dict[str, Any], params: dict[str, Any],
                 g: Any) -> list[Any]:
-    """The values ``name`` may take, the likeliest first; [] where opaudit knows no value of it."""
+    """The values ``name`` may take by its role, the likeliest first; [] where opaudit knows no value of it."""
     import torch
 
     r = role(name)
@@ -626,7 +675,9 @@ def diffusers_inputs(cls: Any, config: dict[str, Any], model: Any = None,
     choices: dict[str, list[Any]] = {}
     for name, p in params.items():
         required = p.default is inspect.Parameter.empty
-        found = _candidates(name, p, inner or cls, config, params, g)
+        # what the class's pipeline passes (a wrapper's own entry, else its models')
+        fixed = fixed_input(cls, name, config, g) or fixed_input(inner or cls, name, config, g)
+        found = fixed + _candidates(name, p, inner or cls, config, params, g)
         if inner is not None and found and name not in ("conditioning_scale",) and "list" in str(p.annotation) \
                 and not isinstance(found[0], list):
             found = [[v] for v in found]
@@ -636,7 +687,9 @@ def diffusers_inputs(cls: Any, config: dict[str, Any], model: Any = None,
                                  hint="write a model file with get_model() and get_inputs() for it")
             else:
                 continue
-        if not required:  # an optional input: left out first, but the conditioning a model is made for
+        if fixed:  # what the pipeline passes: the only candidate
+            found = found[:len(fixed)]
+        elif not required:  # an optional input: left out first, but the conditioning a model is made for
             found = [*found, OMIT] if role(name) in _GIVEN else [OMIT, *found]
         choices[name] = found
     picks = {k: 0 for k in choices}

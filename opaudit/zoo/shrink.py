@@ -204,6 +204,10 @@ _DIFFUSERS_LAYERS = ("num_layers", "layers_per_block", "num_single_layers", "num
 _DIFFUSERS_HEADS = ("num_attention_heads", "n_heads", "dit_heads")
 # the model width a head count divides, where the class names no head size (Z-Image's dim, LongCat's dit_dim)
 _DIFFUSERS_WIDTHS = ("dim", "hidden_size", "inner_dim")
+# any other layer or block count by its name (AceStep's num_hidden_layers, HunyuanDiT's transformer_num_layers,
+# Kandinsky 5's num_visual_blocks, a VAE's decoder_layers_per_block): cut to 1 at ``small`` only, since a count so
+# named may be a period or a layer index as well (a block every n)
+_DIFFUSERS_COUNT = re.compile(r"\w*(layers|blocks|depth)(_per_block)?")
 _DIFFUSERS_VOCAB = 8192  # a vocabulary above this is cut to it: a head over 150k tokens is most of a model
 # grouped-query attention's key and value heads: at most the heads left, so that they still divide them
 _DIFFUSERS_KV_HEADS = ("num_kv_heads", "num_key_value_heads", "num_attention_kv_heads")
@@ -212,7 +216,8 @@ _DIFFUSERS_KV_HEADS = ("num_kv_heads", "num_key_value_heads", "num_attention_kv_
 def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
     """A diffusers class's cut: its layer counts to 1, its sample size to at most 32 (``layers``); the attention
     heads to at most 2 and the block widths divided so the first is 32, the group norms' 32 groups still
-    dividing them (``small``; ``narrow`` as ``layers``)."""
+    dividing them (``narrow``); every other count its name calls layers or blocks to 1 as well (``small``: where
+    one of them is not a count the model needs more of, ``narrow`` is the cut that was before them)."""
     named = load_spec(spec, build=False)
     params = named.params
     out: dict[str, Any] = {}
@@ -223,10 +228,16 @@ def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
         if re.fullmatch(r"(down|up)_num_layers_per_block", k) and isinstance(v, (list, tuple)) and v \
                 and all(_int(x) for x in v) and max(v) > 1:
             out[k] = [1] * len(v)
+    if out.get("num_layers") == 1:  # the indices of the layers that get something (Wan VACE's vace_layers): the
+        # first, the one layer left (a later index is past the model, which then does not build)
+        for k, v in params.items():
+            if k.endswith("_layers") and isinstance(v, (list, tuple)) and v and all(_int(x) for x in v) \
+                    and max(v) > 0:
+                out[k] = [0]
     size = params.get("sample_size")
     if _int(size) and size > 32:
         out["sample_size"] = 32
-    if level != "small":
+    if level not in ("small", "narrow"):
         return out
     for k in _DIFFUSERS_HEADS:
         if _int(params.get(k)) and params[k] > 2:
@@ -267,6 +278,9 @@ def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
     ch = params.get("ch")  # a VAE's base width, its blocks multiples of it (ch_mult)
     if _int(ch) and ch > 32 and ch % 32 == 0:
         out["ch"] = 32
+    if level == "small":
+        out.update({k: 1 for k, v in params.items()
+                    if k not in out and _int(v) and v > 1 and _DIFFUSERS_COUNT.fullmatch(k)})
     return out
 
 

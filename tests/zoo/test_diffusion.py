@@ -186,3 +186,60 @@ def test_packed_reference_clips_get_their_examples_and_dropped_tokens_none():
                               "prior_token_drop", "prior_token_id")] == ["latent", "mask", "drop", "ids"]
     inputs = _inputs("diffusers:AceStepConditionEncoder?num_attention_heads=2&num_key_value_heads=2")
     assert inputs["refer_audio_order_mask"].tolist() == [0, 1]
+
+
+def test_the_small_cut_takes_every_count_named_layers_or_blocks():
+    """ACE-Step's 24 num_hidden_layers and HunyuanDiT ControlNet's 40 transformer_num_layers were no name the
+    cut knew: a billion parameters left. ``narrow`` is the cut without them, where one is not a count."""
+    from opaudit.zoo.shrink import cut, levels
+
+    small = cut("diffusers:AceStepTransformer1DModel", "small")
+    assert small["num_hidden_layers"] == 1 and small["num_attention_heads"] == 2
+    assert "num_hidden_layers" not in cut("diffusers:AceStepTransformer1DModel", "narrow")
+    assert cut("diffusers:HunyuanDiT2DControlNetModel", "small")["transformer_num_layers"] == 1
+    assert [level for level, _, _ in levels("diffusers:AceStepTransformer1DModel")] == ["small", "narrow", "full"]
+
+
+def test_an_encoders_input_channels_and_a_spectrograms_bins_are_channels():
+    """The consistency decoder's VAE encodes RGB (encoder_in_channels 3; its latent has 4); a vocoder's mel
+    spectrogram has num_mels channels: neither was among the channels tried."""
+    import diffusers
+
+    from opaudit.zoo.diffusion import _CHANNELS, _config_ints, class_defaults
+
+    assert _config_ints(class_defaults(diffusers.ConsistencyDecoderVAE), _CHANNELS)[0] == 3
+    assert _config_ints(class_defaults(diffusers.MMAudioVocoder), _CHANNELS) == [128]
+
+
+def test_inputs_a_pipeline_makes_come_from_the_fixes():
+    """What a class's own pipeline passes and no role can guess (a rotary embedding, a packed sequence's mask, a
+    text encoder's states per block) is data in diffusers_fixes.FIXES, each with why; the only candidate tried."""
+    import diffusers
+    import torch
+
+    from opaudit.zoo.diffusers_fixes import FIXES
+    from opaudit.zoo.diffusion import _params, class_defaults, fixed_input
+
+    for name, fix in FIXES.items():  # every input an entry gives is a parameter of the class's forward
+        assert fix["why"] and set(fix.get("inputs", {})) <= set(_params(getattr(diffusers, name))), name
+    g = torch.Generator().manual_seed(0)
+
+    def made(cls: str, name: str, **config: object) -> object:
+        c = getattr(diffusers, cls)
+        return fixed_input(c, name, {**class_defaults(c), **config}, g)[0]
+
+    assert made("PriorTransformer", "encoder_hidden_states").shape == (2, 77, 768)
+    cos, sin = made("HunyuanDiT2DModel", "image_rotary_emb")  # 32x32 latent, 2x2 patches, heads of 88
+    assert cos.shape == sin.shape == (256, 88)
+    assert made("QwenImage21Transformer2DModel", "img_mask").tolist() == [[False] * 8 + [True] * 4] * 2
+    layers = made("BriaFiboTransformer2DModel", "text_encoder_layers", num_layers=1, num_single_layers=1)
+    assert len(layers) == 2 and layers[0].shape == (2, 8, 2048)
+    assert made("LuminaNextDiT2DModel", "image_rotary_emb", sample_size=32).dtype == torch.complex64
+    assert fixed_input(diffusers.UNet2DModel, "sample", {}, g) == []
+
+
+@pytest.mark.parametrize("cls", ["PriorTransformer", "MiniMaxMusic3Transformer1DModel"])
+def test_models_given_their_pipelines_inputs_are_traced_for_real(cls):
+    """The prior adds a position embedding to exactly its 77 + 4 tokens (a 27-token guess failed); MiniMax
+    Music 3 concatenates latents and a condition of the same length on channels (a 4096-sample wave failed)."""
+    _traced(cls)
