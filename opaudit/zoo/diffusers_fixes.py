@@ -52,8 +52,9 @@ FIXES: dict[str, dict[str, Any]] = {
     "AnyFlowFARTransformer3DModel": {
         "why": "AnyFlow FAR's pipeline passes the latents frames first, (batch, frames, channels, height, width) "
                "(init_latents.permute(0, 2, 1, 3, 4)), with the frames per chunk (chunk_partition, which must "
-               "sum to the frames): two frames, one chunk each",
+               "sum to the frames): two frames, one chunk each; its timesteps per frame, (batch, frames)",
         "inputs": {"hidden_states": {"shape": ["batch", 2, "in_channels", "height", "width"]},
+                   "timestep": {"shape": ["batch", 2]}, "r_timestep": {"shape": ["batch", 2]},
                    "chunk_partition": {"value": [1, 1]}},
     },
     "AutoencoderKLMochi": {
@@ -75,6 +76,19 @@ FIXES: dict[str, dict[str, Any]] = {
                "the dropped ones (none) of the same shape",
         "inputs": {"prior_token_id": {"shape": ["batch", _PATCHES], "dtype": "long"},
                    "prior_token_drop": {"shape": ["batch", _PATCHES], "dtype": "bool"}},
+    },
+    "HiDreamImageTransformer2DModel": {
+        "why": "its defaults leave patch_size, caption_channels and llama_layers None, which it needs to build, "
+               "and give a 2-axis rotary embedding (32, 32) narrower than its heads (128): HiDream-I1's checkpoint "
+               "sets patch_size 2, caption_channels (4096, 4096) (T5's and Llama 3's widths), axes_dims_rope "
+               "(64, 32, 32) and one Llama 3 layer per block (llama_layers, num_layers + num_single_layers of "
+               "them; here alternating its first two). Its pipeline passes the Llama 3 hidden states of every "
+               "layer stacked first, (layers, batch, words, width), of which the model picks llama_layers",
+        "set": {"patch_size": 2, "caption_channels": [4096, 4096], "axes_dims_rope": [64, 32, 32],
+                "llama_layers": [0, 1] * 24},
+        "inputs": {"encoder_hidden_states_llama3": {"shape": [2, "batch", "words", 4096]},
+                   "encoder_hidden_states_t5": {"shape": ["batch", "words", 4096]},
+                   "pooled_embeds": {"shape": ["batch", "text_emb_dim"]}},
     },
     "HunyuanVideo15Transformer3DModel": {
         "why": "HunyuanVideo 1.5's pipeline passes the vision encoder's semantic tokens as (batch, tokens, "
@@ -110,6 +124,12 @@ FIXES: dict[str, dict[str, Any]] = {
         "inputs": {**_HUNYUAN_DIT["inputs"],
                    "controlnet_cond": {"shape": ["batch", "in_channels", "height", "width"]}},
     },
+    "HunyuanDiT2DMultiControlNetModel": {
+        "why": "its forward zips controlnet_cond with its ControlNets (annotated a tensor, it is the list of one "
+               "control latent each that the HunyuanDiT ControlNet pipeline passes); its other inputs are its "
+               "ControlNet's",
+        "inputs": {"controlnet_cond": {"list": [{"shape": ["batch", "in_channels", "height", "width"]}]}},
+    },
     "Ideogram4Transformer2DModel": {
         "why": "Ideogram 4's pipeline packs text and image into one sequence ([text][image], _prepare_ids): the "
                "latents with zeros for the text tokens, the text features padded over the image tokens, and a "
@@ -144,9 +164,10 @@ FIXES: dict[str, dict[str, Any]] = {
     },
     "Kandinsky6Transformer3DModel": {
         "why": "Kandinsky 6's pipeline passes the latents channels last, (batch, frames, rows, columns, "
-               "in_visual_dim) (prepare_latents), the audio latents (batch, length, in_audio_dim), the Qwen text "
+               "channels) (prepare_latents), with the conditioning latents and a mask concatenated to them for "
+               "its visual_cond model (2 * in_visual_dim + 1 channels), the audio latents (batch, length, in_audio_dim), the Qwen text "
                "states (batch, words, in_text_dim) with their mask and the CLIP pooled text (batch, in_text_dim2)",
-        "inputs": {"hidden_states": {"shape": ["batch", 1, "height", "width", "in_visual_dim"]},
+        "inputs": {"hidden_states": {"shape": ["batch", 1, "height", "width", "2 * in_visual_dim + 1"]},
                    "audio_hidden_states": {"shape": ["batch", "tokens", "in_audio_dim"]},
                    "encoder_hidden_states": {"shape": ["batch", "words", "in_text_dim"]},
                    "encoder_attention_mask": {"shape": ["batch", "words"], "dtype": "bool", "fill": 1},
