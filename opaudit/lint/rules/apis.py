@@ -526,7 +526,7 @@ def _stuck_probes(c: FileCheck) -> None:
         return
     guards = _Guards(c.state(_Module).module, stuck)
     for report in probes:
-        if guards.own_block(report):
+        if guards.own_block(report) or report.replacement is None:
             continue
         report.suggestion = node_code(report.replacement)
         report.replacement = None

@@ -84,6 +84,7 @@ def _cudnn_guards(c: FileCheck) -> None:
         return (r.severity or c.rules[r.code].severity) == "info"
 
     for r in probes:
+        assert isinstance(r.statement, cst.If)  # (probes holds only those)
         body = r.statement.body.body
         if body and all(isinstance(s, cst.SimpleStatementLine) and by_statement.get(id(s)) and
                         all(info(u) for u in by_statement[id(s)]) for s in body):
