@@ -57,6 +57,28 @@ FIXES: dict[str, dict[str, Any]] = {
                    "timestep": {"shape": ["batch", 2]}, "r_timestep": {"shape": ["batch", 2]},
                    "chunk_partition": {"value": [1, 1]}},
     },
+    "AutoencoderKLHunyuanVideo15": {
+        "why": "a causal video VAE: the first frame is encoded alone and the rest in groups of its "
+               "temporal_compression_ratio (4), so the frames are 1 + 4k, RGB, (batch, 3, frames, height, width), "
+               "height and width multiples of its spatial_compression_ratio (16); one video, as its pipeline "
+               "encodes one: its mid-block attention expands the causal mask per example, (batch, n, n), which "
+               "the scaled-dot-product attention broadcasts against (batch, 1, n, n): two examples do not run",
+        "inputs": {"sample": {"shape": [1, "in_channels", "1 + temporal_compression_ratio",
+                                        "2 * spatial_compression_ratio", "2 * spatial_compression_ratio"]}},
+    },
+    "AutoencoderKLLTX2Video": {
+        "why": "LTX-2's video VAE patchifies 4x4 and downsamples 8x more in space (32x in all) and 8x in time, "
+               "causally: the frames are 1 + 8k and height and width at least 64 to keep a padded latent pixel, "
+               "(batch, 3, frames, height, width) as the LTX-2 pipelines encode their conditioning frames",
+        "inputs": {"sample": {"shape": ["batch", "in_channels", 9, 64, 64]}},
+    },
+    "AutoencoderKLMagvit": {
+        "why": "EasyAnimate's causal video VAE encodes the first frame alone and the rest in groups of "
+               "num_sample_frames_batch_size (4), each group through convolutions that need their temporal "
+               "padding + 1 frames: 1 + 4k frames (a 2-frame video leaves an empty group); RGB, (batch, 3, "
+               "frames, height, width) as EasyAnimate's pipelines encode a video",
+        "inputs": {"sample": {"shape": ["batch", "in_channels", 5, "height", "width"]}},
+    },
     "AutoencoderKLMochi": {
         "why": "its encoder adds Fourier features to the RGB video (3 channels to in_channels = 15) itself: "
                "the input is the video's out_channels (3) frames, (batch, 3, frames, height, width), frames a "
@@ -165,8 +187,9 @@ FIXES: dict[str, dict[str, Any]] = {
     "Kandinsky6Transformer3DModel": {
         "why": "Kandinsky 6's pipeline passes the latents channels last, (batch, frames, rows, columns, "
                "channels) (prepare_latents), with the conditioning latents and a mask concatenated to them for "
-               "its visual_cond model (2 * in_visual_dim + 1 channels), the audio latents (batch, length, in_audio_dim), the Qwen text "
-               "states (batch, words, in_text_dim) with their mask and the CLIP pooled text (batch, in_text_dim2)",
+               "its visual_cond model (2 * in_visual_dim + 1 channels), the audio latents (batch, length, "
+               "in_audio_dim), the Qwen text states (batch, words, in_text_dim) with their mask and the CLIP "
+               "pooled text (batch, in_text_dim2)",
         "inputs": {"hidden_states": {"shape": ["batch", 1, "height", "width", "2 * in_visual_dim + 1"]},
                    "audio_hidden_states": {"shape": ["batch", "tokens", "in_audio_dim"]},
                    "encoder_hidden_states": {"shape": ["batch", "words", "in_text_dim"]},
@@ -262,6 +285,12 @@ FIXES: dict[str, dict[str, Any]] = {
                "and prepare_masks, concatenated)",
         "inputs": {"control_hidden_states": {"shape": ["batch", "vace_in_channels", 2, "height", "width"]},
                    "hidden_states": {"shape": ["batch", "in_channels", 2, "height", "width"]}},
+    },
+    "UNet1DModel": {
+        "why": "without a timestep MLP (use_timestep_embedding False, its default) the forward concatenates the "
+               "Fourier time embedding, block_out_channels[0] * 2 = 64 channels, to the sample in the first "
+               "block, which the default extra_in_channels (0) does not count: the default does not run. 64",
+        "set": {"extra_in_channels": 64},
     },
     "UVit2DModel": {
         "why": "aMUSEd's pipeline passes the image as a grid of VQ token ids, (batch, rows, columns) "

@@ -198,6 +198,8 @@ def test_the_small_cut_takes_every_count_named_layers_or_blocks():
     assert "num_hidden_layers" not in cut("diffusers:AceStepTransformer1DModel", "narrow")
     assert cut("diffusers:HunyuanDiT2DControlNetModel", "small")["transformer_num_layers"] == 1
     assert [level for level, _, _ in levels("diffusers:AceStepTransformer1DModel")] == ["small", "narrow", "full"]
+    # the layers Wan VACE adds its control to, by index: the one layer left (index 5 of a 1-layer model: no build)
+    assert cut("diffusers:WanVACETransformer3DModel", "small")["vace_layers"] == [0]
 
 
 def test_an_encoders_input_channels_and_a_spectrograms_bins_are_channels():
@@ -238,8 +240,9 @@ def test_inputs_a_pipeline_makes_come_from_the_fixes():
     assert fixed_input(diffusers.UNet2DModel, "sample", {}, g) == []
 
 
-@pytest.mark.parametrize("cls", ["PriorTransformer", "MiniMaxMusic3Transformer1DModel"])
+@pytest.mark.parametrize("cls", ["PriorTransformer", "MiniMaxMusic3Transformer1DModel", "MultiAdapter"])
 def test_models_given_their_pipelines_inputs_are_traced_for_real(cls):
     """The prior adds a position embedding to exactly its 77 + 4 tokens (a 27-token guess failed); MiniMax
-    Music 3 concatenates latents and a condition of the same length on channels (a 4096-sample wave failed)."""
+    Music 3 concatenates latents and a condition of the same length on channels (a 4096-sample wave failed);
+    MultiAdapter refuses one adapter (FIXES' models: two) and zips a list of images with them."""
     _traced(cls)
