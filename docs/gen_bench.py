@@ -702,6 +702,13 @@ def verify_heldout8() -> Bench:
                        "the six failures, rerun after the fixes (not held out)"))
 
 
+def verify_heldout9() -> Bench:
+    return _later_set(9, "ninth", "reinforcement learning, session and rating recommendation, diffusion (images and "
+                      "time-series imputation), a GAN, a VQ-VAE, detection with and without AMP, contrastive "
+                      "classification, keyword spotting, traffic forecasting on sensor graphs", "the first eight sets",
+                      tuned=False)
+
+
 def benchmarks() -> list[Bench]:
     return [
         tracer_cpu(),
@@ -745,6 +752,7 @@ def benchmarks() -> list[Bench]:
         verify_heldout6(),
         verify_heldout7(),
         verify_heldout8(),
+        verify_heldout9(),
     ]
 
 
