@@ -4,6 +4,8 @@ inputs by role from the forward's parameters, their layouts picked by dry runs o
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 pytest.importorskip("diffusers", reason="diffusers is in .[test]")
@@ -246,3 +248,38 @@ def test_models_given_their_pipelines_inputs_are_traced_for_real(cls):
     Music 3 concatenates latents and a condition of the same length on channels (a 4096-sample wave failed);
     MultiAdapter refuses one adapter (FIXES' models: two) and zips a list of images with them."""
     _traced(cls)
+
+
+def test_the_sizes_of_the_pipeline_inputs_are_arithmetic_of_the_configuration():
+    """diffusers_fixes' input sizes are expressions of the configuration's numbers, read without running Python:
+    every one of the data's evaluates, and anything but arithmetic of known names is refused."""
+    from opaudit.zoo.diffusers_fixes import FIXES
+    from opaudit.zoo.diffusion import arithmetic
+
+    texts: list[str] = []
+
+    def walk(x: object) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if k == "shape":
+                    texts.extend(d for d in v if isinstance(d, str))
+                elif k == "times" and isinstance(v, str):
+                    texts.append(v)
+                elif k == "runs":
+                    texts.extend(n for _, n in v if isinstance(n, str))
+                else:
+                    walk(v)
+        elif isinstance(x, list | tuple):
+            for v in x:
+                walk(v)
+
+    for entry in FIXES.values():
+        walk(entry.get("inputs", {}))
+    assert len(texts) > 100
+    names = {n.id: 3 for t in texts for n in ast.walk(ast.parse(t, mode="eval")) if isinstance(n, ast.Name)}
+    assert all(isinstance(arithmetic(t, names), int) for t in texts)
+    assert arithmetic("2 * in_visual_dim + 1", {"in_visual_dim": 16}) == 33
+    assert arithmetic("-(tokens // 4 - 10) % 7", {"tokens": 8}) == 1
+    for bad in ('__import__("os")', "in_channels.real", "2 ** 64", "x", "1 / 2"):
+        with pytest.raises(ValueError, match="not a size expression"):
+            arithmetic(bad, {"in_channels": 4})
