@@ -359,30 +359,41 @@ def default_memory(jobs: int) -> int | None:
     return max(4 * 2**30, int(0.8 * total / max(1, jobs)))
 
 
-def _resolutions(cache: Path | None) -> tuple[Path | None, dict[str, list[Any]]]:
-    """The cache's table of resolved specs of a library's own models (``hf:llama?...``, ``diffusers:UNet2DModel``,
-    ``timm:resnet50``: family, head, configuration hash, fixes) for these libraries and this resolver: such a spec
-    resolves the same until one of them changes, and a rerun from the cache need not build 400 configurations (or
-    fill 160 diffusers classes' defaults) again. The stamp reads the libraries' versions from their metadata, so
-    that a rerun imports none of them, and the resolver's own source, so that a changed resolver resolves anew."""
+# What a library's model resolves with: the libraries whose versions and the resolver sources whose text a resolved
+# spec of that library depends on (the specs, diffusers' defaults and fixes); an edit of diffusers' data leaves
+# the transformers models' resolutions standing, and the other way round.
+_RESOLVED_BY = {
+    "hf": (("transformers",), ("specs.py",)),
+    "diffusers": (("diffusers", "transformers"), ("specs.py", "diffusion.py", "diffusers_fixes.py")),
+    "timm": (("timm",), ("specs.py",)),
+}
+
+
+def _resolutions(cache: Path | None, library: str) -> tuple[Path | None, dict[str, list[Any]]]:
+    """The cache's table of resolved specs of one library's own models (``hf:llama?...``, ``diffusers:UNet2DModel``,
+    ``timm:resnet50``: family, head, configuration hash, fixes) for that library's version and its resolver: such a
+    spec resolves the same until one of them changes, and a rerun from the cache need not build 400 configurations
+    (or fill 160 diffusers classes' defaults) again. The stamp reads the libraries' versions from their metadata, so
+    that a rerun imports none of them, and the resolver's own sources, so that a changed resolver resolves anew."""
     if cache is None:
         return None, {}
     from importlib import metadata
 
     from opaudit.zoo.specs import fixes_version
 
+    packages, sources = _RESOLVED_BY[library]
     versions = []
-    for name in ("transformers", "diffusers", "timm"):
+    for name in packages:
         try:
             versions.append(f"{name}={metadata.version(name)}")
         except metadata.PackageNotFoundError:
             versions.append(f"{name}=none")
     here = Path(__file__).resolve().parent
     resolver = hashlib.sha256()
-    for source in sorted(here.glob("*.py")):  # the specs, their shrink and diffusers' defaults and fixes
-        resolver.update(source.read_bytes())
-    stamp = f"{'/'.join(versions)}/{opaudit.__version__}/{fixes_version()}/{resolver.hexdigest()}"
-    path = cache / f"specs-{hashlib.sha256(stamp.encode()).hexdigest()[:12]}.json"
+    for source in sources:
+        resolver.update((here / source).read_bytes())
+    stamp = f"{library}/{'/'.join(versions)}/{opaudit.__version__}/{fixes_version()}/{resolver.hexdigest()}"
+    path = cache / f"specs-{library}-{hashlib.sha256(stamp.encode()).hexdigest()[:12]}.json"
     try:
         table = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -406,10 +417,11 @@ def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str
     db_version = coverage_db_version()
     jobs: list[Job] = []
     bad: dict[str, dict[str, Any]] = {}
-    table_path, table = _resolutions(cache)
-    known = len(table)
+    tables = {library: _resolutions(cache, library) for library in _RESOLVED_BY}
+    known = {library: len(table) for library, (_, table) in tables.items()}
     for spec in specs:
-        hit = table.get(spec) if _by_type(spec) else None
+        table = tables[spec.partition(":")[0]][1] if _by_type(spec) else {}
+        hit = table.get(spec)
         if isinstance(hit, list) and len(hit) == 5 and isinstance(hit[4], dict):
             family, head, kind, config_hash, fixes = hit
             key = job_key(spec, config_hash, targets=targets, train=train, mode=mode, device=device,
@@ -436,8 +448,9 @@ def plan(specs: Sequence[str], *, targets: Sequence[str], train: bool, mode: str
                         mode, device, timeout, memory, threads, named.fixes, shrink))
         if _by_type(spec):
             table[spec] = [named.family, named.head, named.kind, named.config_hash, named.fixes]
-    if table_path is not None and len(table) > known:
-        _store_file(table_path, json.dumps(table, sort_keys=True))
+    for library, (table_path, table) in tables.items():
+        if table_path is not None and len(table) > known[library]:
+            _store_file(table_path, json.dumps(table, sort_keys=True))
     return jobs, bad
 
 

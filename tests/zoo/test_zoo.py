@@ -192,3 +192,11 @@ def test_a_rerun_resolves_library_models_from_the_cache_without_the_library(tmp_
     # a file or a hub-cache spec is resolved every time: its content can change under the same name
     _, bad = plan(["hf:acme/tiny-gpt"], **options)
     assert "resolved again" in bad["hf:acme/tiny-gpt"]["error"]
+    # each library's table stands on its own stamp: a changed diffusers resolver (here: one more package it
+    # depends on) resolves the diffusers class again and leaves the transformers model type's resolution standing
+    import opaudit.zoo.run as run
+
+    monkeypatch.setitem(run._RESOLVED_BY, "diffusers", (("diffusers", "transformers", "numpy"),
+                                                        run._RESOLVED_BY["diffusers"][1]))
+    _, bad = plan(models, **options)
+    assert list(bad) == [models[0]] and "resolved again" in bad[models[0]]["error"]
