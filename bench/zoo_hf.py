@@ -72,8 +72,9 @@ def main() -> None:
         wall = time.perf_counter() - t
         load_after = os.getloadavg()
         t = time.perf_counter()
+        missed: list[str] = []  # a rerun from the cache traces only what the cache has no record of: which
         again = run_zoo(specs, train=True, mode=args.mode, jobs=args.jobs, timeout=args.timeout, cache=cache,
-                        shrink=args.shrink)
+                        shrink=args.shrink, on_begin=missed.append)
         rerun = time.perf_counter() - t
     finally:
         if args.cache is None:
@@ -108,6 +109,9 @@ def main() -> None:
         "wall_s": round(wall, 1),
         "cached_rerun_s": round(rerun, 1),
         "cached_rerun_hits": again.cached,
+        "cached_rerun_traced": {r["spec"]: {"status": r["status"], "reason": r.get("reason"),
+                                            "duration_s": r.get("duration_s")}
+                                for r in again.records if r["spec"] in missed},
         "first_run_cached": first.cached,  # > 0: the first run resumed a kept cache, its wall time is not cold
         "verdicts_by_target": verdicts,
         "failures": {r["spec"]: r["error"] for r in first.failed},
