@@ -285,7 +285,7 @@ def _context() -> Any:
                                              "opaudit.rehearsal.simulator", "opaudit.rehearsal.device",
                                              "opaudit.lint.engine", "opaudit.lint.rules", "opaudit.matrix.cuda_dtypes",
                                              "opaudit.matrix.probe", "opaudit.zoo.specs", "opaudit.zoo.shrink",
-                                             "opaudit.zoo.run", *_PRELOAD])
+                                             "opaudit.zoo.run", *_PRELOAD, "opaudit.zoo._warm"])
     return _CONTEXT
 
 

@@ -200,3 +200,25 @@ def test_a_rerun_resolves_library_models_from_the_cache_without_the_library(tmp_
                                                         run._RESOLVED_BY["diffusers"][1]))
     _, bad = plan(models, **options)
     assert list(bad) == [models[0]] and "resolved again" in bad[models[0]]["error"]
+
+
+def _server_state() -> tuple[int, int, int]:
+    """In a model's process: how many objects the collector leaves alone, and what is already cached there."""
+    import gc
+
+    from opaudit.matrix.database import load_database
+    from opaudit.tracing import branches
+
+    return gc.get_freeze_count(), branches.installed.cache_info().currsize, load_database.cache_info().currsize
+
+
+def test_each_model_process_starts_from_the_servers_warm_frozen_state():
+    """The fork server parses torch's device branches and loads the default targets' matrices once, then freezes
+    its objects out of the collector's reach: a model's process neither redoes that work nor copies the server's
+    pages by collecting them (bench/results/zoo_hf.json: the atlas's cold time)."""
+    from opaudit.zoo.run import _context
+
+    with _context().Pool(1) as pool:
+        frozen, branches_cached, databases_cached = pool.apply(_server_state)
+    assert frozen > 100_000  # torch's and transformers' objects
+    assert branches_cached == 1 and databases_cached >= 1
