@@ -5,7 +5,8 @@ None that the class needs, a size its parts disagree on); applied to the keys a 
 the configuration the zoo records (``set``); ``call``: methods called on the model once built, as the class's
 pipelines call them; ``inputs``: forward inputs as the class's pipeline makes them, where no role of
 opaudit.zoo.diffusion.ROLES can guess them (a rotary embedding, a packed sequence's ids, a list per block; the
-format: opaudit.zoo.diffusion.fixed_input); ``models``: how many models a wrapper of several needs at least.
+format: opaudit.zoo.diffusion.fixed_input); ``models``: how many models a wrapper of several needs at least;
+``layers``: layer counts the --shrink cut keeps at least (a class that does not run with fewer).
 ``REQUIRED``: values of required constructor arguments that no diffusers
 class gives a default to (what the library's other classes default to is used for the rest,
 opaudit.zoo.diffusion.required_arguments). Checked on diffusers 0.42.1.
@@ -16,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 _PATCHES = "(height // patch_size) * (width // patch_size)"  # the latent patches of an image transformer
+_OMNIGEN_TOKENS = f"words + 1 + {_PATCHES}"  # OmniGen's sequence: the prompt, a time token, the image's patches
 _HUNYUAN_DIT: dict[str, Any] = {
     "why": "the default hidden_size (1152) is not its heads times their size (16 x 88 = 1408) that its attention "
            "and adaptive norms are built with, so the default configuration does not run; HunyuanDiT v1.x's "
@@ -91,6 +93,26 @@ FIXES: dict[str, dict[str, Any]] = {
                "text_encoder_dim), one projected into each block",
         "inputs": {"text_encoder_layers": {"list": {"shape": ["batch", "words", "text_encoder_dim"]},
                                            "times": "num_layers + num_single_layers"}},
+    },
+    "Cosmos3OmniTransformer": {
+        "why": "Cosmos 3's pipeline packs text and vision into one sequence, the causal text prefix "
+               "(und_len tokens) then the generated video's patches: the text token ids with their positions in "
+               "it (text_indexes), a position per token (position_ids), the sequence's length, the video latents "
+               "as a list of one (1, latent_channel, frames, height, width) with its patch grid (frames, rows, "
+               "columns: one frame of 4 x 4 patches of latent_patch_size 2), its patches' positions in the "
+               "sequence and those its predictions are read from (vision_sequence_indexes, "
+               "vision_mse_loss_indexes), a timestep per patch, and the noisy frames' indices (frame 0)",
+        "inputs": {"input_ids": {"shape": ["words"], "dtype": "long"},
+                   "text_indexes": {"range": [0, "words"]},
+                   "position_ids": {"range": [0, "words + 16"]},
+                   "und_len": {"number": "words"},
+                   "sequence_length": {"number": "words + 16"},
+                   "vision_tokens": {"list": [{"shape": [1, "latent_channel", 1, 8, 8]}]},
+                   "vision_token_shapes": {"value": [(1, 4, 4)]},
+                   "vision_sequence_indexes": {"range": ["words", "words + 16"]},
+                   "vision_mse_loss_indexes": {"range": ["words", "words + 16"]},
+                   "vision_timesteps": {"shape": [16]},
+                   "vision_noisy_frame_indexes": {"list": [{"shape": [1], "dtype": "long"}]}},
     },
     "GlmImageTransformer2DModel": {
         "why": "GLM-Image's pipeline passes the autoregressive stage's image tokens upsampled to the latent's "
@@ -171,6 +193,14 @@ FIXES: dict[str, dict[str, Any]] = {
                    "shape_list": {"value": [[(1, 4, 4)]] * 2},
                    "encoder_hidden_states_mask": {"shape": ["batch", "words"], "dtype": "long", "fill": 1}},
     },
+    "Kandinsky3UNet": {
+        "why": "each up block pairs a first ResNet taking the skip connection's channels with a last giving the "
+               "block's output width (hidden_channels: the first, layers_per_block - 2 between, the last), but "
+               "zips them with layers_per_block up-sampling flags: with one layer per block the last is dropped "
+               "and the block's output keeps its input width, which the next block's norm does not take. The cut "
+               "keeps 2 layers per block",
+        "layers": {"layers_per_block": 2},
+    },
     "Kandinsky5Transformer3DModel": {
         "why": "Kandinsky 5's pipeline passes the latents channels last, (batch, frames, rows, columns, "
                "in_visual_dim) (prepare_latents), the Qwen text states and the CLIP pooled text, and the rotary "
@@ -228,6 +258,25 @@ FIXES: dict[str, dict[str, Any]] = {
         "inputs": {"hidden_states": {"shape": ["batch", "in_channels", "tokens"]},
                    "encoder_hidden_states": {"shape": ["batch", "tokens", "condition_dim"]}},
     },
+    "MiniMaxH3Transformer3DModel": {
+        "why": "MiniMax H3's pipeline (modular_pipelines/minimax_h3, before_denoise) packs text, audio and video "
+               "into one sequence, [text][audio][video], and passes each part's rows with their positions in it "
+               "(text_indices, audio_indices, video_indices: aranges), a tag per row (1 text, 2 audio, 0 video), "
+               "a (t, h, w) rotary coordinate per row, the distinct timesteps of the step and per row the index of "
+               "its own (one timestep here, index 0); the video rows patchified (in_channels x its 1 x 2 x 2 "
+               "patch)",
+        "inputs": {"hidden_states": {"shape": ["batch", "tokens", "in_channels * 4"]},
+                   "audio_hidden_states": {"shape": ["batch", "tokens", "audio_in_channels"]},
+                   "encoder_hidden_states": {"shape": ["batch", "words", "text_dim"]},
+                   "timestep": {"shape": [1]},
+                   "timestep_indices": {"shape": ["words + 2 * tokens"], "dtype": "long"},
+                   "token_tags": {"runs": [[1, "words"], [2, "tokens"], [0, "tokens"]], "dtype": "long",
+                                  "flat": True},
+                   "position_ids": {"shape": ["words + 2 * tokens", 3]},
+                   "text_indices": {"range": [0, "words"]},
+                   "audio_indices": {"range": ["words", "words + tokens"]},
+                   "video_indices": {"range": ["words + tokens", "words + 2 * tokens"]}},
+    },
     "MMAudioVAE": {
         "why": "its forward encodes a mono waveform in [-1, 1] (batch, samples) to a mel spectrogram itself "
                "(MMAudioMelSpectrogram, an n_fft STFT); one latent frame covers hop_length * 2 samples: 16 frames",
@@ -239,6 +288,21 @@ FIXES: dict[str, dict[str, Any]] = {
                "which its forward zips with its adapters",
         "models": 2,
         "inputs": {"xs": {"list": [{"shape": ["batch", "in_channels", 64, 64]}] * 2}},
+    },
+    "OmniGenTransformer2DModel": {
+        "why": "its rotary embedding (Phi-3's 'su' scaling) reads rope_scaling's short_factor and long_factor, "
+               "which the default (None) does not have, so it does not build; OmniGen v1's checkpoint gives one "
+               "factor per rotary frequency (half a head). One factor of 1 each (no rescaling) broadcasts over the "
+               "frequencies of any head size, the cut's too: the same ops, the checkpoint's values aside. For "
+               "text to image its pipeline (OmniGenMultiModalProcessor) passes the prompt's token ids, no input "
+               "image (an empty list of latents, no placements), and over the sequence of the words, the time "
+               "token and the image's patches a (batch, n, n) float mask (1: attended; all here, its causal text "
+               "part aside) and positions 0 to n - 1",
+        "set": {"rope_scaling": {"short_factor": [1.0], "long_factor": [1.0]}},
+        "inputs": {"input_ids": {"shape": ["batch", "words"], "dtype": "long"},
+                   "input_img_latents": {"value": []}, "input_image_sizes": {"value": {}},
+                   "attention_mask": {"shape": ["batch", _OMNIGEN_TOKENS, _OMNIGEN_TOKENS], "fill": 1},
+                   "position_ids": {"range": [0, _OMNIGEN_TOKENS]}},
     },
     "PriorTransformer": {
         "why": "Kandinsky's and unCLIP's prior pipelines pass the noisy image embedding and the pooled text "
@@ -279,6 +343,24 @@ FIXES: dict[str, dict[str, Any]] = {
                        {"shape": ["batch", "words"], "dtype": "bool", "fill": 1}]}] * 2},
                    "decoder_input_tokens": {"shape": ["batch", "targets_length", "input_dims"]}},
     },
+    "WanAnimate2Transformer3DModel": {
+        "why": "Wan-Animate 2's modular pipeline runs it first as the reference pass (WanAnimate2 denoise, "
+               "kv_cache_mode 'extract'; the 'cached' pass attends through a flex-attention BlockMask): one video "
+               "as a list of one, its latents (channels, frames, height, width) and its condition latents, which "
+               "the forward concatenates to in_dim channels, their post-patch grid (offset_grid_sizes: 1 x 4 x 4) "
+               "and token count (seq_len: 16), the text states as a list of one (words, text_dim), the CLIP image "
+               "tokens (1, tokens, 1280: its image projection's fixed width), one timestep, and the cache the "
+               "pass fills, one layer cache per block (WanAnimate2KVCache(num_layers))",
+        "inputs": {"hidden_states": {"list": [{"shape": ["out_dim", 1, 8, 8]}]},
+                   "condition_latents": {"list": [{"shape": ["in_dim - out_dim", 1, 8, 8]}]},
+                   "timestep": {"shape": [1]},
+                   "encoder_hidden_states": {"list": [{"shape": ["words", "text_dim"]}]},
+                   "encoder_hidden_states_image": {"shape": [1, "words", 1280]},
+                   "kv_cache": {"object": "WanAnimate2KVCache", "args": {"num_layers": "num_layers"}},
+                   "kv_cache_mode": {"value": "extract"},
+                   "seq_len": {"number": "4 * 4"},
+                   "offset_grid_sizes": {"runs": [[1, 1], [4, 2]], "dtype": "long", "rows": 1}},
+    },
     "WanVACETransformer3DModel": {
         "why": "Wan VACE's pipeline passes the control video VAE-encoded with its mask, "
                "(batch, vace_in_channels, frames, height, width) at the latents' grid (prepare_video_latents "
@@ -307,6 +389,59 @@ FIXES: dict[str, dict[str, Any]] = {
         "inputs": {"latent_image_embeds": {"shape": ["batch", "in_channels", "sample_size", "sample_size"]},
                    "image_embeds": {"shape": ["batch", 1, "clip_img_dim"]},
                    "prompt_embeds": {"shape": ["batch", "num_text_tokens", "text_dim"]}},
+    },
+    "RFD4ProteinaAutoencoder": {
+        "why": "its forward is its decode, as RFD4 Proteina's pipeline calls it: per-token local latents "
+               "(batch, tokens, latent_dim), the backbone C-alpha coordinates (batch, tokens, 3), the padding "
+               "mask and token types, the atom37 mask, and the preprocessor's features as a dict, of which the "
+               "decoder always reads which tokens are in-context conditioning (none) and which support a local "
+               "latent (all)",
+        "inputs": {"z_latent": {"shape": ["batch", "tokens", "latent_dim"]},
+                   "ca_coors_nm": {"shape": ["batch", "tokens", 3]},
+                   "padding_mask": {"shape": ["batch", "tokens"], "dtype": "bool", "fill": 1},
+                   "token_type": {"shape": ["batch", "tokens"], "dtype": "long"},
+                   "atom37_mask": {"shape": ["batch", "tokens", 37], "dtype": "bool", "fill": 1},
+                   "conditioning": {"dict": {
+                       "is_in_context_conditioning": {"shape": ["batch", "tokens"], "dtype": "bool"},
+                       "supports_local_latent": {"shape": ["batch", "tokens"], "dtype": "bool", "fill": 1}}}},
+    },
+    "RFD4ProteinaTransformer": {
+        "why": "RFD4 Proteina's pipeline passes a protein's tokens (residues): the noisy backbone C-alpha "
+               "coordinates (batch, tokens, 3), the noisy local latents (batch, tokens, latent_dim), a time for "
+               "each in [0, 1] (batch,), the padding mask (true: a real token), the token types, and the "
+               "preprocessor's other features as a dict (conditioning); of these the forward always reads which "
+               "tokens are in-context conditioning (none here) and which support a local latent (all), and the "
+               "default configuration's features without a fallback: the interaction annotations per atom slot "
+               "(hbond, pistack, pication, saltbridge, hydrophobic, metal-coord: (batch, tokens, 37), 0 = none) "
+               "with the atom37 mask, the bond path length between tokens (batch, tokens, tokens), the molecule "
+               "and entity of each token and its index group (one molecule here); the others it leaves "
+               "unconditioned where absent",
+        "inputs": {"bb_ca": {"shape": ["batch", "tokens", 3]},
+                   "local_latents": {"shape": ["batch", "tokens", "latent_dim"]},
+                   "bb_ca_time": {"shape": ["batch"]}, "local_latents_time": {"shape": ["batch"]},
+                   "padding_mask": {"shape": ["batch", "tokens"], "dtype": "bool", "fill": 1},
+                   "token_type": {"shape": ["batch", "tokens"], "dtype": "long"},
+                   "atom37_mask": {"shape": ["batch", "tokens", 37], "dtype": "bool", "fill": 1},
+                   "conditioning": {"dict": {
+                       "is_in_context_conditioning": {"shape": ["batch", "tokens"], "dtype": "bool"},
+                       "supports_local_latent": {"shape": ["batch", "tokens"], "dtype": "bool", "fill": 1},
+                       **{f"condition_{k}_1_atom": {"shape": ["batch", "tokens", 37], "dtype": "long"}
+                          for k in ("hbond", "pistack", "pication", "saltbridge", "hydrophobic", "metal-coord")},
+                       "token_bond_path_length": {"shape": ["batch", "tokens", "tokens"], "dtype": "long"},
+                       "molecule_iid": {"shape": ["batch", "tokens"], "dtype": "long"},
+                       "molecule_entity_id": {"shape": ["batch", "tokens"], "dtype": "long"},
+                       "condition_index-group_1_token": {"shape": ["batch", "tokens"], "dtype": "long"}}}},
+    },
+    "SanaWMLTX2RefinerTransformer3DModel": {
+        "why": "Sana-WM's refiner pipeline passes one block of patchified video latents, (batch, tokens, "
+               "in_channels), a timestep per token (batch, tokens), and the video rotary embedding the model's "
+               "build_rotary_emb_for_absolute_positions makes for the block's frames: (cos, sin), interleaved "
+               "(its rope_type), one value per token and channel of the attention, (batch, tokens, "
+               "num_attention_heads * attention_head_dim)",
+        "inputs": {"hidden_states": {"shape": ["batch", "tokens", "in_channels"]},
+                   "timestep": {"shape": ["batch", "tokens"]},
+                   "video_rotary_emb": {"tuple": [{"shape": ["batch", "tokens",
+                                                             "num_attention_heads * attention_head_dim"]}] * 2}},
     },
     "SparseControlNetModel": {
         "why": "AnimateDiff SparseCtrl's pipeline (prepare_sparse_control_conditioning) passes the conditioning "
@@ -340,6 +475,13 @@ REQUIRED: dict[str, dict[str, Any]] = {
         "why": "the CLIP text encoder's 77 tokens of 768 (the pipeline checks prefix_inner_dim against its width), "
                "projected to UniDiffuser's 64",
         "set": {"prefix_length": 77, "prefix_inner_dim": 768, "prefix_hidden_dim": 64},
+    },
+    "RFD4ProteinaAutoencoder": {
+        "why": "its two residue tables are required and come with a checkpoint: which of the 37 atom slots each of "
+               "its 147 residue types has (atom37_mask, (n_residue_types, 37)) and which residue types each of "
+               "its 7 token types may decode to (allowed_residue_types, (num_token_types, n_residue_types)); all "
+               "allowed here (the decoder indexes and masks with them the same way whatever they hold)",
+        "set": {"atom37_mask": [[True] * 37] * 147, "allowed_residue_types": [[True] * 147] * 7},
     },
     "AutoencoderKLHunyuanImage": {
         "why": "every size is required: an RGB image to 64 latent channels at 32x spatial compression, "

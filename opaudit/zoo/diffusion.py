@@ -354,9 +354,15 @@ def fixed_input(cls: type, name: str, config: dict[str, Any], g: Any) -> list[An
     one candidate, the only one :func:`diffusers_inputs` tries; [] where no entry names it. A tensor is given by
     its ``shape``, each size a number or an expression of the configuration's numbers (``"in_channels - 64"``,
     read after the cut) and of ``batch``, ``height`` and ``width`` (the latents'), ``words`` and ``tokens`` (the
-    other inputs' counts), and its ``dtype`` (float, complex: random; long, bool: ``fill``, 0 unless set) or, a
+    other inputs' counts), and its ``dtype`` (float, complex: random, a float ``fill`` where set; long, bool:
+    ``fill``, 0 unless set) or, a
     row per example, by its ``runs`` of one value each (``[[0, "words"], [1, 4]]``); a ``tuple`` or ``list`` of
-    such (or a ``list`` of ``times`` of one); anything else by its ``value``."""
+    such (or a ``list`` of ``times`` of one); a ``dict`` of such by key (a conditioning dict); the positions of
+    a packed sequence's part by its ``range`` (``["words", "words + tokens"]``: long, one row for all examples);
+    ``runs`` with ``flat`` one row for all examples (a packed sequence's tags), or ``rows`` of them; an
+    ``object`` of a class of the
+    model's own module by its name, with ``args`` of such sizes (a cache the forward fills); anything else by its
+    ``value``, or an int by its ``number`` (an expression as the sizes are)."""
     import torch
 
     from opaudit.zoo.diffusers_fixes import FIXES
@@ -380,11 +386,26 @@ def fixed_input(cls: type, name: str, config: dict[str, Any], g: Any) -> list[An
             if isinstance(spec["list"], list):
                 return [made(s) for s in spec["list"]]
             return [made(spec["list"]) for _ in range(number(spec["times"]))]
+        if "number" in spec:  # a count the forward takes as an int (a packed sequence's length)
+            return number(spec["number"])
+        if "dict" in spec:  # a conditioning dict: each key's input
+            return {k: made(s) for k, s in spec["dict"].items()}
+        if "range" in spec:  # the positions of one part of a packed sequence
+            start, stop = (number(x) for x in spec["range"])
+            return torch.arange(start, stop, dtype=torch.long)
+        if "object" in spec:  # a class of the model's own module (a cache the forward fills), by name
+            import importlib
+
+            made_cls = getattr(importlib.import_module(cls.__module__), spec["object"])
+            return made_cls(**{k: number(v) for k, v in spec.get("args", {}).items()})
         dtype = spec.get("dtype", "float")
         if "runs" in spec:  # a row per example of runs of one value, (value, count) each: which tokens are image
             kind = {"long": torch.long, "bool": torch.bool}[dtype]
-            return torch.cat([torch.full((BATCH, number(n)), v, dtype=kind) for v, n in spec["runs"]], dim=1)
+            rows = () if spec.get("flat") else (number(spec.get("rows", BATCH)),)
+            return torch.cat([torch.full((*rows, number(n)), v, dtype=kind) for v, n in spec["runs"]], dim=-1)
         shape = [number(d) for d in spec["shape"]]
+        if dtype == "float" and "fill" in spec:  # a float mask of ones
+            return torch.full(shape, float(spec["fill"]))
         if dtype in ("float", "complex"):
             return torch.randn(*shape, generator=g, dtype=torch.float if dtype == "float" else torch.cfloat)
         return torch.full(shape, spec.get("fill", 0), dtype={"long": torch.long, "bool": torch.bool}[dtype])

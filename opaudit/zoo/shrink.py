@@ -237,6 +237,7 @@ def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
     size = params.get("sample_size")
     if _int(size) and size > 32:
         out["sample_size"] = 32
+    _layers_kept(spec, params, out)
     if level not in ("small", "narrow"):
         return out
     for k in _DIFFUSERS_HEADS:
@@ -254,6 +255,13 @@ def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
                 for name, v in params.items():
                     if _int(v) and v == inner and name not in out and name not in _DIFFUSERS_LAYERS:
                         out[name] = smaller
+                # a model width that is not the attention's (MiniMax H3: 5376 wide, 56 heads of 128 projected from
+                # it): divided by the power of two that takes it nearest above two heads, its feed-forward and
+                # the fields of its value with it
+                key = next((w for w in (f"{prefix}{x}" for x in _DIFFUSERS_WIDTHS) if _int(params.get(w))
+                            and w not in out and params[w] != inner and params[w] > smaller), None)
+                if key is not None:
+                    _width_divided(params, out, key, 2 ** int(math.log2(params[key] / smaller)))
             for name in (*_DIFFUSERS_KV_HEADS, "n_kv_heads"):
                 v = params.get(name)
                 if _int(v) and v > out[k] and name not in out:
@@ -261,13 +269,16 @@ def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
     vocab = params.get("vocab_size")
     if _int(vocab) and vocab > _DIFFUSERS_VOCAB:
         out["vocab_size"] = _DIFFUSERS_VOCAB
-    for key in ("block_out_channels", "encoder_block_out_channels", "decoder_block_out_channels"):
-        blocks = params.get(key)
-        if isinstance(blocks, (list, tuple)) and blocks and all(_int(b) for b in blocks) and blocks[0] > 32 \
-                and blocks[0] % 32 == 0:
-            f = blocks[0] // 32
-            if all(b % (f * 32) == 0 for b in blocks):
-                out[key] = [b // f for b in blocks]
+    loose = []  # the block lists cut by their widest (no group norm's 32 groups kept dividing them)
+    for key, blocks in params.items():  # block_out_channels, encoder_/decoder_block_out_channels, stage_channels
+        if _DIFFUSERS_CHANNELS.fullmatch(key):
+            narrowed, by_widest = _narrowed_blocks(blocks)
+            if narrowed is not None:
+                out[key] = narrowed
+                if by_widest:
+                    loose.append(key)
+    _head_counts_per_block(params, out)
+    _width_without_heads(params, out)
     heads = params.get("attention_head_dim")  # a UNet's heads (diffusers' UNets read this name as a head count)
     if "block_out_channels" in out and "num_attention_heads" not in out and not _int(params.get("num_attention_heads")):
         # 64 heads on a 32-wide block leave no channel to a head: at most 8, so 4 channels each at least
@@ -281,7 +292,138 @@ def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
     if level == "small":
         out.update({k: 1 for k, v in params.items()
                     if k not in out and _int(v) and v > 1 and _DIFFUSERS_COUNT.fullmatch(k)})
+    _layers_kept(spec, params, out)
+    _groups_dividing(spec, params, out)
+    if loose and not _builds_cut(spec, out):  # (a consistency decoder's 320 to 1024 to 80 to 256: 80 channels
+        for key in loose:  # in 32 groups): those lists kept whole
+            del out[key]
     return out
+
+
+def _builds_cut(spec: str, sets: dict[str, Any]) -> bool:
+    """Whether ``spec`` with the cut ``sets`` (less what the spec sets itself) builds, on meta (no memory)."""
+    import torch
+
+    own = split_overrides(spec)[1]
+    try:
+        with torch.device("meta"):
+            load_spec(with_cut(spec, {k: v for k, v in sets.items() if k not in own})).make_model()
+    except Exception:  # noqa: BLE001 - the answer
+        return False
+    return True
+
+
+def _layers_kept(spec: str, params: dict[str, Any], out: dict[str, Any]) -> None:
+    """The layer counts a class needs more of than the cut leaves (diffusers_fixes.FIXES' ``layers``, with why):
+    raised to them, or left uncut where the class's own count is no more."""
+    from opaudit.zoo.diffusers_fixes import FIXES
+
+    name = split_overrides(spec)[0].removeprefix("diffusers:")
+    for k, n in FIXES.get(name, {}).get("layers", {}).items():
+        if k in out and _int(out[k]) and out[k] < n:
+            if _int(params.get(k)) and params[k] > n:
+                out[k] = n
+            else:
+                del out[k]
+
+
+# the lists of a class's block widths: cut alike (_narrowed_blocks)
+_DIFFUSERS_CHANNELS = re.compile(r"(\w+_)?(block_out|stage)_channels")
+_BLOCK_MAX = 256  # a block list whose first is not a multiple of 32 (16, 128, ... 1024): its widest cut to this
+# a configuration's width without a head count (Kandinsky 6's model_dim, its heads its head size's many): cut to
+# two heads, its feed-forward widths by the same factor
+_DIFFUSERS_MODEL_WIDTHS = ("model_dim", "hidden_size", "dim", "inner_dim")
+_DIFFUSERS_FF = re.compile(r"(ff|ffn|mlp|feed_forward)(_inner)?_dim|intermediate_size")
+# group norms' group counts: fewer where the cut leaves a block narrower than them
+_DIFFUSERS_GROUPS = ("groups", "norm_num_groups", "norm_groups", "resnet_groups")
+
+
+def _narrowed_blocks(blocks: Any) -> tuple[list[int] | None, bool]:
+    """A list of block widths cut (None: not cut), and whether by its widest: by the factor that takes the first
+    to 32 where every width is its multiple (a UNet's 320, 640, 1280: the group norms' 32 groups still divide
+    them), else by the power of two that takes the widest to _BLOCK_MAX, none below 16 or its own width (a VAE's
+    16, 128, ..., 1024; an upscaler's stages 2048, 1024, 512)."""
+    if not (isinstance(blocks, (list, tuple)) and blocks and all(_int(b) and b > 0 for b in blocks)):
+        return None, False
+    if blocks[0] > 32 and blocks[0] % 32 == 0 and all(b % blocks[0] == 0 for b in blocks):
+        return [b // (blocks[0] // 32) for b in blocks], False
+    top = max(blocks)
+    f = 2 ** int(math.log2(top / _BLOCK_MAX)) if top > _BLOCK_MAX else 1
+    if f == 1 or not all(b % f == 0 or b <= 16 for b in blocks):
+        return None, False
+    return [b if b <= 16 else max(16, b // f) for b in blocks], True
+
+
+def _head_counts_per_block(params: dict[str, Any], out: dict[str, Any]) -> None:
+    """A UNet's heads given block by block (Stable Video Diffusion's 5, 10, 20, 20 on 320 to 1280 channels): on
+    the cut blocks each at most what divides the block's width into heads of 4 channels or more."""
+    blocks, heads = out.get("block_out_channels"), params.get("num_attention_heads")
+    if not (isinstance(blocks, list) and isinstance(heads, (list, tuple)) and len(heads) == len(blocks)
+            and all(_int(h) and h > 0 for h in heads)) or "num_attention_heads" in out:
+        return
+    fit = [max(d for d in range(1, min(h, b // 4) + 1) if b % d == 0) for h, b in zip(heads, blocks, strict=True)]
+    if fit != list(heads):
+        out["num_attention_heads"] = fit
+
+
+def _width_without_heads(params: dict[str, Any], out: dict[str, Any]) -> None:
+    """A model width whose heads the class counts from their size (the size named ``attention_head_dim`` or
+    ``head_dim``, or the sum of the rotary axes' sizes, ``axes_dims``): cut to two heads, the feed-forward
+    widths and the other fields of that width divided by the same factor."""
+    if any(k in out for k in (*_DIFFUSERS_HEADS, *_DIFFUSERS_MODEL_WIDTHS)) or any(
+            _int(params.get(k)) for k in _DIFFUSERS_HEADS):
+        return
+    key = next((k for k in _DIFFUSERS_MODEL_WIDTHS if _int(params.get(k))), None)
+    axes = next((v for k, v in params.items() if re.fullmatch(r"axes_dims?(_rope)?", k)
+                 and isinstance(v, (list, tuple)) and v and all(_int(x) for x in v)), None)
+    head = next((params[k] for k in ("attention_head_dim", "head_dim") if _int(params.get(k))),
+                sum(axes) if axes else None)
+    if key is None or not head or params[key] % head or params[key] // head <= 2:
+        return
+    _width_divided(params, out, key, params[key] // (2 * head))
+
+
+def _width_divided(params: dict[str, Any], out: dict[str, Any], key: str, f: int) -> None:
+    """``key``'s width divided by ``f``, and with it every other field of that value and the feed-forward widths
+    (``ff_dim``, ``ffn_dim``, ...) that ``f`` divides."""
+    width = params[key]
+    if f <= 1 or width % f:
+        return
+    for name, v in params.items():
+        if name in out or not _int(v):
+            continue
+        if v == width:
+            out[name] = width // f
+        elif _DIFFUSERS_FF.fullmatch(name) and v % f == 0 and v // f >= 16:
+            out[name] = v // f
+
+
+def _groups_dividing(spec: str, params: dict[str, Any], out: dict[str, Any]) -> None:
+    """Where the cut blocks are narrower than a group norm's groups take (Kandinsky 3's ResNet blocks halve
+    their 32 channels inside: 16 for 32 groups), the group count halved until the cut model builds (on meta)."""
+    import torch
+
+    key = next((k for k in _DIFFUSERS_GROUPS if _int(params.get(k)) and params[k] > 1 and k not in out), None)
+    if key is None or not any(_DIFFUSERS_CHANNELS.fullmatch(k) for k in out):
+        return
+
+    def builds(sets: dict[str, Any]) -> bool:
+        try:
+            with torch.device("meta"):
+                load_spec(with_cut(spec, sets)).make_model()
+        except Exception as e:  # noqa: BLE001 - the answer
+            return "group" not in str(e).lower()
+        return True
+
+    own = split_overrides(spec)[1]
+    if key in own or builds({k: v for k, v in out.items() if k not in own}):
+        return
+    groups = params[key]
+    while groups > 1:
+        groups //= 2
+        if builds({**{k: v for k, v in out.items() if k not in own}, key: groups}):
+            out[key] = groups
+            return
 
 
 # a timm model constructor's block counts: an int, or a list of them (one per stage); in a configuration object it

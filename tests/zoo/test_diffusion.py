@@ -267,6 +267,10 @@ def test_the_sizes_of_the_pipeline_inputs_are_arithmetic_of_the_configuration():
                     texts.append(v)
                 elif k == "runs":
                     texts.extend(n for _, n in v if isinstance(n, str))
+                elif k in ("range", "args"):  # a part's positions, an object's sizes
+                    texts.extend(n for n in (v.values() if isinstance(v, dict) else v) if isinstance(n, str))
+                elif k in ("number", "rows") and isinstance(v, str):
+                    texts.append(v)
                 else:
                     walk(v)
         elif isinstance(x, list | tuple):
@@ -283,3 +287,67 @@ def test_the_sizes_of_the_pipeline_inputs_are_arithmetic_of_the_configuration():
     for bad in ('__import__("os")', "in_channels.real", "2 ** 64", "x", "1 / 2"):
         with pytest.raises(ValueError, match="not a size expression"):
             arithmetic(bad, {"in_channels": 4})
+
+
+def test_the_cut_narrows_widths_the_heads_do_not_name():
+    """Five classes stayed over a billion parameters after the cut, traced on meta only: Kandinsky 6's model_dim
+    (4096: heads of its rotary axes' 128) with no head count, MiniMax H3's hidden_size (5376) that is not its
+    heads x head size, block lists whose first is not a multiple of 32 (a VAE's 16, 128, ... 1024) or that narrow
+    (an upscaler's stages 2048, 1024, 512), SVD's heads per block (5 on a 32-wide block), Kandinsky 3's 32 norm
+    groups on the 16 channels its ResNets halve 32 to; and a UNet whose up blocks need two layers each."""
+    from opaudit.zoo.shrink import cut
+
+    k6 = cut("diffusers:Kandinsky6Transformer3DModel", "small")
+    assert (k6["model_dim"], k6["ff_dim"]) == (256, 1024)  # two heads of 32 + 48 + 48, the feed-forward / 16
+    h3 = cut("diffusers:MiniMaxH3Transformer3DModel", "small")
+    assert (h3["num_attention_heads"], h3["hidden_size"], h3["ffn_dim"], h3["time_embed_hidden_dim"]) == \
+        (2, 336, 896, 336)
+    assert cut("diffusers:Kandinsky6SRVAE", "small")["encoder_block_out_channels"] == [16, 32, 64, 128, 256]
+    assert cut("diffusers:Kandinsky6SRLatentUpscalerBank", "small")["stage_channels"] == [256, 128, 64]
+    assert cut("diffusers:UNetSpatioTemporalConditionModel", "small")["num_attention_heads"] == [4, 8, 16, 16]
+    k3 = cut("diffusers:Kandinsky3UNet", "small")
+    assert (k3["groups"], k3["layers_per_block"], k3["block_out_channels"]) == (16, 2, [32, 64, 128, 256])
+    # a list cut by its widest that does not build is kept (the consistency decoder's 80 channels in 32 groups)
+    assert "decoder_block_out_channels" not in cut("diffusers:ConsistencyDecoderVAE", "small")
+    assert cut("diffusers:UNet2DConditionModel", "small")["block_out_channels"] == [32, 64, 128, 128]  # as before
+
+
+@pytest.mark.parametrize("cls", ["Kandinsky6SRVAE", "Kandinsky6SRLatentUpscalerBank", "Kandinsky3UNet"])
+def test_models_over_a_billion_parameters_are_cut_to_run_for_real(cls):
+    assert _traced(cls)["cut"]["level"] == "small"
+
+
+def test_packed_sequences_ranges_dicts_and_objects_come_from_the_fixes():
+    """A packed sequence's parts by their positions in it (a range of the other inputs' counts), its tags one
+    row for all examples, a count the forward takes as an int, a conditioning dict, and a cache object of the
+    model's own module: the pipelines pass these where no role can."""
+    import diffusers
+    import torch
+
+    from opaudit.zoo.diffusion import class_defaults, fixed_input
+
+    g = torch.Generator().manual_seed(0)
+
+    def made(cls: str, name: str) -> object:
+        c = getattr(diffusers, cls)
+        return fixed_input(c, name, class_defaults(c), g)[0]
+
+    assert made("MiniMaxH3Transformer3DModel", "audio_indices").tolist() == list(range(8, 24))
+    assert made("MiniMaxH3Transformer3DModel", "token_tags").tolist() == [1] * 8 + [2] * 16 + [0] * 16
+    assert made("Cosmos3OmniTransformer", "sequence_length") == 24
+    conditioning = made("RFD4ProteinaTransformer", "conditioning")
+    assert conditioning["supports_local_latent"].all() and conditioning["condition_hbond_1_atom"].shape == (2, 16, 37)
+    cache = made("WanAnimate2Transformer3DModel", "kv_cache")
+    assert type(cache).__name__ == "WanAnimate2KVCache" and len(cache.layer_caches) == 40
+    assert made("WanAnimate2Transformer3DModel", "offset_grid_sizes").tolist() == [[1, 4, 4]]
+
+
+@pytest.mark.parametrize("cls", ["MiniMaxH3Transformer3DModel", "SanaWMLTX2RefinerTransformer3DModel",
+                                 "RFD4ProteinaTransformer", "RFD4ProteinaAutoencoder", "Cosmos3OmniTransformer",
+                                 "WanAnimate2Transformer3DModel", "OmniGenTransformer2DModel"])
+def test_models_given_their_packed_inputs_are_traced_for_real(cls):
+    """MiniMax H3 and Cosmos 3 pack text, audio or video rows into one sequence with their positions in it;
+    Sana-WM's refiner takes the rotary embedding its pipeline builds; RFD4 Proteina its protein features as a
+    dict (its autoencoder its residue tables, required); Wan-Animate 2's reference pass the cache it fills;
+    OmniGen the rotary factors its default leaves None, and its prompt and mask over the joint sequence."""
+    _traced(cls)
