@@ -57,6 +57,8 @@ _WIDTHS = (*_MAIN, "intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_f
 _INNER = ("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff", "d_inner", "n_inner",
           "moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size",
           "moe_ffn_hidden_size", "dense_intermediate_size")
+# rows of hashed n-gram embeddings (BLT's byte groups: 500,002 rows for each of 6 sizes, most of a cut model)
+_HASHED = ("encoder_hash_byte_group_vocab",)
 # head counts: the first is the attention's, the others divided by the same factor
 _HEAD_COUNTS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "encoder_attention_heads",
                 "decoder_attention_heads", "attention_heads")
@@ -128,6 +130,9 @@ def _cut_dict(c: dict[str, Any], s: int, prefix: str, level: str, root: dict[str
         want = max(VOCAB, max(ids, default=0) + 1)
         if want < vocab:
             put("vocab_size", want)
+    for k in _HASHED:  # rows of embeddings indexed by a hash modulo their count: no token id reaches past them
+        if _int(c.get(k)) and c[k] > VOCAB:
+            put(k, VOCAB)
     if level == "narrow":
         for k in _INNER:
             v = c.get(k)

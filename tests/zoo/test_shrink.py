@@ -29,6 +29,20 @@ def test_a_cut_keeps_heads_dividing_and_experts_routable():
     assert (ds["n_routed_experts"], ds["n_group"], ds["topk_group"], ds["num_experts_per_tok"]) == (4, 2, 1, 2)
 
 
+def test_hashed_embedding_rows_are_cut_like_a_vocabulary():
+    """BLT's byte n-gram embeddings (500,002 rows for each of 6 group sizes, indexed by a hash modulo the rows) were
+    most of its cut model: 1.5 GB, beyond the memory cap of a zoo of 2 jobs, so it ran on meta and met nonzero."""
+    import torch
+
+    for level in ("small", "narrow"):
+        sets = cut("hf:blt", level)
+        assert sets["encoder_hash_byte_group_vocab"] == 1024, level
+    named = load_spec("hf:blt?" + "&".join(f"{k}={v}" for k, v in cut("hf:blt", "small").items()))
+    with torch.device("meta"):
+        model = named.make_model()
+    assert sum(p.numel() for p in model.parameters()) < 20_000_000
+
+
 def test_each_level_cuts_less_down_to_the_spec_itself():
     found = levels("hf:llama")  # each built on meta first: a cut the configuration refuses is left out
     assert [level for level, _, _ in found] == ["small", "narrow", "layers", "full"]
