@@ -6,7 +6,9 @@ the configuration the zoo records (``set``); ``call``: methods called on the mod
 pipelines call them; ``inputs``: forward inputs as the class's pipeline makes them, where no role of
 opaudit.zoo.diffusion.ROLES can guess them (a rotary embedding, a packed sequence's ids, a list per block; the
 format: opaudit.zoo.diffusion.fixed_input); ``models``: how many models a wrapper of several needs at least;
-``layers``: layer counts the --shrink cut keeps at least (a class that does not run with fewer).
+``layers``: layer counts the --shrink cut keeps at least (a class that does not run with fewer); ``borrows``:
+the model whose modules a class runs with, and the class method that lends them, as its pipeline pairs them;
+``attributes``: attributes set on the model once built (one its forward reads that the class never sets).
 ``REQUIRED``: values of required constructor arguments that no diffusers
 class gives a default to (what the library's other classes default to is used for the rest,
 opaudit.zoo.diffusion.required_arguments). Checked on diffusers 0.42.1.
@@ -81,11 +83,24 @@ FIXES: dict[str, dict[str, Any]] = {
                "frames, height, width) as EasyAnimate's pipelines encode a video",
         "inputs": {"sample": {"shape": ["batch", "in_channels", 5, "height", "width"]}},
     },
+    "AutoencoderKLMiniMaxH3": {
+        "why": "MiniMax H3's video VAE encodes in chunks of clip_length frames and drops the token_drop trailing "
+               "latent frames of each; its decode cross-fades consecutive chunks and decodes one chunk fewer than "
+               "it counts when it drops any (num_chunks - 1), so a video of one chunk decodes to nothing (an empty "
+               "torch.cat): two chunks, 2 * clip_length RGB frames, (batch, 3, frames, height, width)",
+        "inputs": {"sample": {"shape": ["batch", "in_channels", "2 * clip_length", "height", "width"]}},
+    },
     "AutoencoderKLMochi": {
         "why": "its encoder adds Fourier features to the RGB video (3 channels to in_channels = 15) itself: "
                "the input is the video's out_channels (3) frames, (batch, 3, frames, height, width), frames a "
                "multiple of its 6x temporal compression",
         "inputs": {"sample": {"shape": ["batch", "out_channels", 6, "height", "width"]}},
+    },
+    "BriaFibo2Transformer2DModel": {
+        "why": "FIBO 2's pipeline passes the text encoder's features as bundles stacked on the second axis, "
+               "(batch, 1 + len(injection_layer_ids), words, cap_feat_dim) (the class's docstring): the "
+               "Perceiver's bundle, then one per block its text is injected into (5 by default: 6 bundles)",
+        "inputs": {"encoder_hidden_states": {"shape": ["batch", 6, "words", "cap_feat_dim"]}},
     },
     "BriaFiboTransformer2DModel": {
         "why": "FIBO's pipeline passes, besides the prompt embeddings, the text encoder's hidden states of as "
@@ -226,6 +241,12 @@ FIXES: dict[str, dict[str, Any]] = {
                    "encoder_attention_mask": {"shape": ["batch", "words"], "dtype": "bool", "fill": 1},
                    "pooled_projections": {"shape": ["batch", "in_text_dim2"]}},
     },
+    "Kandinsky6SRTransformer3DModel": {
+        "why": "Kandinsky 6's super-resolution pipeline passes the latent tiles channels last, (batch, frames, rows, "
+               "columns, channels): the noisy latent, the anchor latent and the anchor mask concatenated, 2 * "
+               "in_visual_dim + 1 channels (the class's docstring)",
+        "inputs": {"hidden_states": {"shape": ["batch", 1, "height", "width", "2 * in_visual_dim + 1"]}},
+    },
     "LuminaNextDiT2DModel": {
         "why": "Lumina's pipeline passes the rotary embedding of get_2d_rotary_pos_embed_lumina: complex, (rows, "
                "columns, head size / 2), of which the patch embedder takes the latent's patches' rows and columns; "
@@ -361,12 +382,43 @@ FIXES: dict[str, dict[str, Any]] = {
                    "seq_len": {"number": "4 * 4"},
                    "offset_grid_sizes": {"runs": [[1, 1], [4, 2]], "dtype": "long", "rows": 1}},
     },
+    "WanAnimateTransformer3DModel": {
+        "why": "Wan-Animate's pipeline passes, per segment, the latents with the reference latents concatenated on "
+               "channels (in_channels) over the reference frame plus the segment's frames, the pose video "
+               "VAE-encoded over the segment's frames alone (one fewer: the forward checks it), and the face video "
+               "in pixels, (batch, 3, frames, motion_encoder_size, motion_encoder_size), whose motion features its "
+               "face encoder downsamples 4x in time and pads with one frame to the latents' (one pixel frame for "
+               "one latent frame here); without them its pose embedding gets None",
+        "inputs": {"hidden_states": {"shape": ["batch", "in_channels", 2, "height", "width"]},
+                   "pose_hidden_states": {"shape": ["batch", "latent_channels", 1, "height", "width"]},
+                   "face_pixel_values": {"shape": ["batch", 3, 1, "motion_encoder_size", "motion_encoder_size"]}},
+    },
     "WanVACETransformer3DModel": {
         "why": "Wan VACE's pipeline passes the control video VAE-encoded with its mask, "
                "(batch, vace_in_channels, frames, height, width) at the latents' grid (prepare_video_latents "
                "and prepare_masks, concatenated)",
         "inputs": {"control_hidden_states": {"shape": ["batch", "vace_in_channels", 2, "height", "width"]},
                    "hidden_states": {"shape": ["batch", "in_channels", 2, "height", "width"]}},
+    },
+    "ZImageControlNetModel": {
+        "why": "it runs only with the timestep, patch, caption and rotary embedders and the refiners of the "
+               "Z-Image transformer it is paired with, which its pipeline lends it (ZImageControlNetModel."
+               "from_transformer(controlnet, transformer)): a ZImageTransformer2DModel of the sizes both name "
+               "(dim, heads, refiner layers). Its own defaults leave the layers its control is added to and the "
+               "control's channels None, which it needs to build (the checkpoint's configuration, not here): "
+               "the first layer (it requires 0), and 16 channels, the VAE latents of the control image its "
+               "pipeline passes, (batch, channels, 1, height, width), with the latents as a list of one (16, 1, "
+               "height, width) per example and the caption features as a list (words, 2560: the transformer's "
+               "cap_feat_dim). Its forward reads self.gradient_checkpointing wherever gradients are on, which "
+               "its __init__ never sets (its pipeline runs it without gradients, where the read is skipped; "
+               "enable_/disable_gradient_checkpointing refuse it, the borrowed modules not counted): False, "
+               "what every other diffusers model starts with",
+        "set": {"control_layers_places": [0], "control_in_dim": 16},
+        "attributes": {"gradient_checkpointing": False},
+        "borrows": {"class": "ZImageTransformer2DModel", "call": "from_transformer"},
+        "inputs": {"x": {"list": {"shape": [16, 1, "height", "width"]}, "times": "batch"},
+                   "cap_feats": {"list": {"shape": ["words", 2560]}, "times": "batch"},
+                   "control_context": {"shape": ["batch", "control_in_dim", 1, "height", "width"]}},
     },
     "UNet1DModel": {
         "why": "without a timestep MLP (use_timestep_embedding False, its default) the forward concatenates the "
@@ -442,6 +494,20 @@ FIXES: dict[str, dict[str, Any]] = {
                    "timestep": {"shape": ["batch", "tokens"]},
                    "video_rotary_emb": {"tuple": [{"shape": ["batch", "tokens",
                                                              "num_attention_heads * attention_head_dim"]}] * 2}},
+    },
+    "SanaWMTransformer3DModel": {
+        "why": "its image_size (720) is the pixel size it was trained at, which the latent grid the inputs were "
+               "made at read as latents (720 x 720 tokens: 2.6 GB for one activation); SANA-WM's pipeline passes "
+               "DC-AE latents (batch, in_channels, frames, height, width) of a few rows and columns (here 2 frames "
+               "of 8 x 8), the timesteps per frame (batch, 1, frames), the text states (batch, 1, words, "
+               "caption_channels) with their padding mask, which its cross-attention requires; no camera (its "
+               "camera embeddings, a dict, left None) and no precomputed rotary embedding (built from the "
+               "latents' shape where None)",
+        "inputs": {"hidden_states": {"shape": ["batch", "in_channels", 2, 8, 8]},
+                   "timestep": {"shape": ["batch", 1, 2]},
+                   "encoder_hidden_states": {"shape": ["batch", 1, "words", "caption_channels"]},
+                   "encoder_attention_mask": {"shape": ["batch", "words"], "dtype": "long", "fill": 1},
+                   "cam_pos_embeds": {"value": None}, "pos_embeds": {"value": None}},
     },
     "SparseControlNetModel": {
         "why": "AnimateDiff SparseCtrl's pipeline (prepare_sparse_control_conditioning) passes the conditioning "

@@ -260,11 +260,21 @@ def builder(cls: type, config: dict[str, Any], overrides: dict[str, Any]) -> Cal
     given = {k: v for k, v in config.items() if k in inspect.signature(cls).parameters}
     fixed = {k: v for k, v in given.items() if k in overrides or k in _made(cls)}
     calls = FIXES.get(cls.__name__, {}).get("call", ())
+    borrows = FIXES.get(cls.__name__, {}).get("borrows")
+    attributes = FIXES.get(cls.__name__, {}).get("attributes", {})
 
     def make() -> Any:
         model = cls(**fixed)
         for method in calls:  # what the class's pipelines call on it before it runs (diffusers_fixes, with why)
             getattr(model, method)()
+        for name, value in attributes.items():  # one the forward reads and the class never sets (with why)
+            setattr(model, name, value)
+        if borrows:  # the modules it shares with the model it is paired with, built with the sizes both name
+            import diffusers
+
+            other = getattr(diffusers, borrows["class"])
+            shared = {k: v for k, v in config.items() if k in inspect.signature(other).parameters}
+            model = getattr(cls, borrows["call"])(model, other(**{**class_defaults(other), **shared}))
         return model
 
     return make
@@ -722,7 +732,9 @@ def diffusers_inputs(cls: Any, config: dict[str, Any], model: Any = None,
         required = p.default is inspect.Parameter.empty
         # what the class's pipeline passes (a wrapper's own entry, else its models')
         fixed = fixed_input(cls, name, config, g) or fixed_input(inner or cls, name, config, g)
-        found = fixed + _candidates(name, p, inner or cls, config, params, g)
+        # (the role's candidates only where no fix gives it: they are made at the configuration's sizes, which a
+        # fix may be there to avoid)
+        found = fixed or _candidates(name, p, inner or cls, config, params, g)
         if inner is not None and found and name not in ("conditioning_scale",) and "list" in str(p.annotation) \
                 and not isinstance(found[0], list):
             found = [[v] for v in found]

@@ -344,10 +344,52 @@ def test_packed_sequences_ranges_dicts_and_objects_come_from_the_fixes():
 
 @pytest.mark.parametrize("cls", ["MiniMaxH3Transformer3DModel", "SanaWMLTX2RefinerTransformer3DModel",
                                  "RFD4ProteinaTransformer", "RFD4ProteinaAutoencoder", "Cosmos3OmniTransformer",
-                                 "WanAnimate2Transformer3DModel", "OmniGenTransformer2DModel"])
+                                 "WanAnimate2Transformer3DModel", "OmniGenTransformer2DModel",
+                                 "AutoencoderKLMiniMaxH3", "WanAnimateTransformer3DModel", "SanaWMTransformer3DModel",
+                                 "BriaFibo2Transformer2DModel"])
 def test_models_given_their_packed_inputs_are_traced_for_real(cls):
     """MiniMax H3 and Cosmos 3 pack text, audio or video rows into one sequence with their positions in it;
     Sana-WM's refiner takes the rotary embedding its pipeline builds; RFD4 Proteina its protein features as a
     dict (its autoencoder its residue tables, required); Wan-Animate 2's reference pass the cache it fills;
-    OmniGen the rotary factors its default leaves None, and its prompt and mask over the joint sequence."""
+    OmniGen the rotary factors its default leaves None, and its prompt and mask over the joint sequence;
+    MiniMax H3's VAE two chunks of frames (one decodes to nothing); Wan-Animate its pose latents and face
+    pixels; SANA-WM latents of a few rows, not its 720-pixel image size; FIBO 2 its text bundles stacked."""
     _traced(cls)
+
+
+def test_a_model_that_borrows_its_pairs_modules_is_built_with_them():
+    """Z-Image's ControlNet runs with the embedders and refiners of the transformer its pipeline pairs it with
+    (from_transformer; FIXES' borrows), built at the sizes both name; its forward reads an attribute its
+    __init__ never sets (FIXES' attributes)."""
+    named = load_spec("diffusers:ZImageControlNetModel?dim=256&n_heads=2&n_kv_heads=2&n_refiner_layers=1")
+    model = named.make_model()
+    assert model.t_embedder is not None and model.noise_refiner[0].attention.heads == 2
+    assert model.gradient_checkpointing is False
+    assert _traced("ZImageControlNetModel")["cut"]["level"] == "small"
+
+
+def test_a_fixed_input_makes_no_candidates_of_its_role():
+    """SANA-WM's latents by role were made at its 720-pixel image size, 2.6 GB each, though its fix gives them:
+    a fixed input is the only value made."""
+    from unittest import mock
+
+    import opaudit.zoo.diffusion as diffusion
+
+    made: list[str] = []
+    real = diffusion._candidates
+
+    def spy(name, *args):
+        made.append(name)
+        return real(name, *args)
+
+    with mock.patch.object(diffusion, "_candidates", spy):
+        inputs = _inputs("diffusers:SanaWMTransformer3DModel?num_layers=1&num_attention_heads=2")
+    assert "hidden_states" not in made and tuple(inputs["hidden_states"].shape) == (2, 128, 2, 8, 8)
+
+
+def test_a_vaes_decoder_blocks_are_cut_by_their_own_name():
+    """Cosmos' VAE names its decoder's widths decode_block_out_channels: cut with the encoder's, it runs for real
+    within the timeout (it timed out at 512 wide)."""
+    from opaudit.zoo.shrink import cut
+
+    assert cut("diffusers:AutoencoderKLCosmos", "small")["decode_block_out_channels"] == [32, 64, 64, 64]
