@@ -439,7 +439,9 @@ def fixes_version() -> str:
 
 
 LAYER_FIELDS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers",
-                "num_encoder_layers", "num_decoder_layers")
+                "num_encoder_layers", "num_decoder_layers",
+                "num_self_attends_per_block",  # Perceiver: 26 self-attention layers over its latents
+                "num_spatial_layers", "num_temporal_layers")  # VideoPrism's factorized encoder
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "encoder_config", "decoder_config")
 
 
