@@ -364,15 +364,13 @@ def fixed_input(cls: type, name: str, config: dict[str, Any], g: Any) -> list[An
     one candidate, the only one :func:`diffusers_inputs` tries; [] where no entry names it. A tensor is given by
     its ``shape``, each size a number or an expression of the configuration's numbers (``"in_channels - 64"``,
     read after the cut) and of ``batch``, ``height`` and ``width`` (the latents'), ``words`` and ``tokens`` (the
-    other inputs' counts), and its ``dtype`` (float, complex: random, a float ``fill`` where set; long, bool:
-    ``fill``, 0 unless set) or, a
-    row per example, by its ``runs`` of one value each (``[[0, "words"], [1, 4]]``); a ``tuple`` or ``list`` of
-    such (or a ``list`` of ``times`` of one); a ``dict`` of such by key (a conditioning dict); the positions of
-    a packed sequence's part by its ``range`` (``["words", "words + tokens"]``: long, one row for all examples);
-    ``runs`` with ``flat`` one row for all examples (a packed sequence's tags), or ``rows`` of them; an
-    ``object`` of a class of the
-    model's own module by its name, with ``args`` of such sizes (a cache the forward fills); anything else by its
-    ``value``, or an int by its ``number`` (an expression as the sizes are)."""
+    other inputs' counts), and its ``dtype`` (float, complex: random, or a float ``fill`` where set; long, bool:
+    ``fill``, 0 unless set); or, a row per example (one for all with ``flat``, or ``rows`` of them), by its
+    ``runs`` of one value each (``[[0, "words"], [1, 4]]``); the positions of a packed sequence's part by its
+    ``range`` (``["words", "words + tokens"]``: long, one row for all examples); a ``tuple`` or ``list`` of such
+    (or a ``list`` of ``times`` of one), a ``dict`` of such by key (a conditioning dict); an ``object`` of a class
+    of the model's own module by its name, with ``args`` of such sizes (a cache the forward fills); an int by its
+    ``number`` (an expression as the sizes are); anything else by its ``value``."""
     import torch
 
     from opaudit.zoo.diffusers_fixes import FIXES

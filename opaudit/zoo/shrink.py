@@ -219,10 +219,13 @@ _DIFFUSERS_KV_HEADS = ("num_kv_heads", "num_key_value_heads", "num_attention_kv_
 
 
 def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
-    """A diffusers class's cut: its layer counts to 1, its sample size to at most 32 (``layers``); the attention
-    heads to at most 2 and the block widths divided so the first is 32, the group norms' 32 groups still
-    dividing them (``narrow``); every other count its name calls layers or blocks to 1 as well (``small``: where
-    one of them is not a count the model needs more of, ``narrow`` is the cut that was before them)."""
+    """A diffusers class's cut: its layer counts to 1 (or to what diffusers_fixes.FIXES' ``layers`` keeps), its
+    sample size to at most 32 (``layers``); the attention heads to at most 2, a width that is not theirs by a power
+    of two, a width without a head count to two heads of its head size, the block widths divided so the first
+    is 32 (the group norms' 32 groups still dividing them) or else the widest to _BLOCK_MAX, the heads per block
+    to what divides the cut blocks, and a group count halved where the cut blocks are narrower than its groups
+    (``narrow``); every other count its name calls layers or blocks to 1 as well (``small``: where one of them is
+    not a count the model needs more of, ``narrow`` is the cut that was before them)."""
     named = load_spec(spec, build=False)
     params = named.params
     out: dict[str, Any] = {}
