@@ -521,8 +521,13 @@ FIXES: dict[str, dict[str, Any]] = {
     },
     "AutoencoderKLAllegro": {
         "why": "its encode raises 'Encoding without tiling has not been implemented yet' unless tiling is on; "
-               "Allegro's pipeline example turns it on (pipe.vae.enable_tiling())",
+               "Allegro's pipeline example turns it on (pipe.vae.enable_tiling()). Tiled, it encodes tiles of 24 "
+               "frames by sample_size x sample_size pixels (its overlaps hard-coded: 8 frames, 120 and 80 pixels), "
+               "one video at a time (its tile buffer holds one: local_batch_size 1): a video smaller than a tile "
+               "has none and encodes to zeros, nothing to train. One video of one tile, (1, 3, 24, sample_size, "
+               "sample_size)",
         "call": ["enable_tiling"],
+        "inputs": {"sample": {"shape": [1, "in_channels", 24, "sample_size", "sample_size"]}},
     },
 }
 

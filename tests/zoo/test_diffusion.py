@@ -346,14 +346,15 @@ def test_packed_sequences_ranges_dicts_and_objects_come_from_the_fixes():
                                  "RFD4ProteinaTransformer", "RFD4ProteinaAutoencoder", "Cosmos3OmniTransformer",
                                  "WanAnimate2Transformer3DModel", "OmniGenTransformer2DModel",
                                  "AutoencoderKLMiniMaxH3", "WanAnimateTransformer3DModel", "SanaWMTransformer3DModel",
-                                 "BriaFibo2Transformer2DModel"])
+                                 "BriaFibo2Transformer2DModel", "AutoencoderKLAllegro"])
 def test_models_given_their_packed_inputs_are_traced_for_real(cls):
     """MiniMax H3 and Cosmos 3 pack text, audio or video rows into one sequence with their positions in it;
     Sana-WM's refiner takes the rotary embedding its pipeline builds; RFD4 Proteina its protein features as a
     dict (its autoencoder its residue tables, required); Wan-Animate 2's reference pass the cache it fills;
     OmniGen the rotary factors its default leaves None, and its prompt and mask over the joint sequence;
     MiniMax H3's VAE two chunks of frames (one decodes to nothing); Wan-Animate its pose latents and face
-    pixels; SANA-WM latents of a few rows, not its 720-pixel image size; FIBO 2 its text bundles stacked."""
+    pixels; SANA-WM latents of a few rows, not its 720-pixel image size; FIBO 2 its text bundles stacked;
+    Allegro's tiled VAE one video of one whole tile (a smaller one encoded to zeros, nothing to train)."""
     _traced(cls)
 
 
