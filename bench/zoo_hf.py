@@ -48,6 +48,7 @@ def main() -> None:
     ap.add_argument("--shrink", action="store_true", help="opaudit zoo --shrink: each configuration cut until the "
                     "model runs for real (the published atlas)")
     ap.add_argument("--cache", type=Path, default=None, help="a cache folder to keep (default: a fresh one, removed)")
+    ap.add_argument("--conditions", default=None, help="what the machine shared with the run, recorded as said")
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "examples")
     ap.add_argument("--results", type=Path, default=ROOT / "bench" / "results" / "zoo_hf.json")
     args = ap.parse_args()
@@ -96,6 +97,7 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "load_before": [round(x, 1) for x in load_before],
                     "load_after": [round(x, 1) for x in load_after], "python": platform.python_version()},
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+        "commit": _commit(),
         "options": {"jobs": args.jobs, "timeout_s": args.timeout, "mode": args.mode, "limit": args.limit,
                     "layers": args.layers, "shrink": args.shrink},
         "model_types": len(specs),
@@ -120,9 +122,25 @@ def main() -> None:
         "met": {"real_share": len(real) / max(1, len(specs)) >= GOALS["real_share"],
                 "wall_s": wall <= GOALS["wall_s"], "cached_rerun_s": rerun <= GOALS["cached_rerun_s"]},
     }
+    if args.conditions:
+        result["conditions"] = args.conditions
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(json.dumps({k: v for k, v in result.items() if k not in ("failures", "verdicts_by_target")}, indent=1))
+
+
+def _commit() -> str | None:
+    """The commit measured (None outside a git checkout), with ``+`` where the tree differs from it."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+" if dirty else "")
 
 
 if __name__ == "__main__":
