@@ -11,7 +11,8 @@ Writes reports/examples/zoo-hf.html and zoo-hf.csv (the published atlas) and ben
 how many model types were traced, the failures by reason, the wall time with --jobs, and the wall time
 of a rerun from the cache (a fresh cache folder is made for the first run, so it is cold).
 Goals: >= 95 % of model types traced for real on the CUDA path (not on meta), <= 15 minutes on 2 cores, a
-cached rerun <= 1 minute.
+cached rerun <= 1 minute. Run it with opaudit's ``hf`` extra installed (``pip install -e '.[hf]'``: scipy, which
+some model types' own code imports; without it Inkling's cut does not build).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def main() -> None:
     specs = all_specs("hf")[: args.limit]
     if args.layers is not None:
         specs = [with_layers(s, args.layers) for s in specs]
+    commit = _commit()  # before the run writes the atlas into the tree
     cache = args.cache or Path(tempfile.mkdtemp(prefix="opaudit-zoo-bench-"))
     load_before = os.getloadavg()
     done = Counter()
@@ -97,7 +99,7 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "load_before": [round(x, 1) for x in load_before],
                     "load_after": [round(x, 1) for x in load_after], "python": platform.python_version()},
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
-        "commit": _commit(),
+        "commit": commit,
         "options": {"jobs": args.jobs, "timeout_s": args.timeout, "mode": args.mode, "limit": args.limit,
                     "layers": args.layers, "shrink": args.shrink},
         "model_types": len(specs),
