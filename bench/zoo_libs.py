@@ -166,8 +166,12 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=None, help="a cache folder to keep (default: a fresh one, removed)")
     ap.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args()
+    from zoo_hf import measured_commit  # (bench/, the script's own folder, is first on sys.path)
+
+    commit = measured_commit()
     for library in args.library or ["diffusers", "timm"]:
         result = run(library, args)
+        result["commit"] = commit
         if args.conditions:
             result["conditions"] = args.conditions
         path = args.results / f"zoo_{library}.json"

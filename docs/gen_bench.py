@@ -497,7 +497,9 @@ def zoo_library(library: str, title: str) -> Bench:
     b = Bench(title, command, [f"zoo_{library}.json"],
               header=["measure", "measured", "goal", "met"],
               context=f"{library} {d['versions'][library]}, torch {d['versions']['torch']}, torchvision "
-              f"{d['versions']['torchvision'] or 'not installed'}; {d['machine']['cpus']} cores, "
+              f"{d['versions']['torchvision'] or 'not installed'}; "
+              + (f"opaudit at commit {d['commit']}; " if d.get("commit") else "")
+              + f"{d['machine']['cpus']} cores, "
               f"{d['options']['jobs']} jobs. Failures by reason: "
               + ", ".join(f"{k} {v}" for k, v in d["failed_by_reason"].items())
               + ". The most common failure: " + (d["failures"][0]["error"][:200] if d["failures"] else "none") + "."
