@@ -502,7 +502,7 @@ def zoo_library(library: str, title: str) -> Bench:
               + f"{d['machine']['cpus']} cores, "
               f"{d['options']['jobs']} jobs. Failures by reason: "
               + ", ".join(f"{k} {v}" for k, v in d["failed_by_reason"].items())
-              + ". The most common failure: " + (d["failures"][0]["error"][:200] if d["failures"] else "none") + "."
+              + ". The most common failure: " + (d["failures"][0]["error"][:200].rstrip(".") if d["failures"] else "none") + "."
               + (f" Conditions: {d['conditions']}." if "conditions" in d else ""))
     sample = d.get("sample") or {}
     if sample.get("specs"):  # a sample, not the whole library: said in the context and in each figure
