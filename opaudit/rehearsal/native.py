@@ -17,6 +17,7 @@ in opaudit's cache, one build per torch installation, shared by processes under 
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -118,6 +119,23 @@ def device_index(args: Any, kwargs: dict[str, Any]) -> int:
     return state.current
 
 
+@functools.cache
+def _tensor_arguments(func: Any) -> tuple[tuple[int, str], ...]:
+    """(position, name) of the arguments ``func``'s schema types as a Tensor."""
+    return tuple((i, a.name) for i, a in enumerate(func._schema.arguments) if isinstance(a.type, torch.TensorType))
+
+
+def _number_for_tensor(func: Any, args: tuple, kwargs: dict[str, Any]) -> bool:
+    """Whether a Python number stands where the schema takes a Tensor: torch hands a wrapped number (the 2 of
+    ``t * 2``, which aten::mul.Tensor takes as a tensor) to Python dispatch as the number itself, which the C++
+    runner cannot take; the op called from Python wraps it again, with a wrapped number's type promotion."""
+    for i, name in _tensor_arguments(func):
+        v = args[i] if i < len(args) else kwargs.get(name)
+        if isinstance(v, (int, float, complex)):
+            return True
+    return False
+
+
 def run_native(func: Any, args: tuple, kwargs: dict[str, Any], host: frozenset[int] = frozenset()) -> Any:
     """tensor.run_native on this engine: the op's CPU kernel over the device memory (in C++), or, where the CPU
     has no kernel for it, opaudit's reference on CPU aliases of the device tensors."""
@@ -129,7 +147,7 @@ def run_native(func: Any, args: tuple, kwargs: dict[str, Any], host: frozenset[i
     if fn is None:
         raise RehearsalLimit(limit_message_of(func))
     mask = sum(1 << i for i in host)
-    if fn is func:
+    if fn is func and not _number_for_tensor(func, args, kwargs):
         return ext.run(func, mask, tuple(args), dict(kwargs))
     index = device_index(args, kwargs)
     name = _name()

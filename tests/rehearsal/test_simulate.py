@@ -257,3 +257,30 @@ def test_strict_names_the_ops_the_data_knows_nothing_about_and_strict_unknown_st
     assert rc == 3 and "done" not in stdout
     assert "aten::logit" in stderr and "the data says nothing about it" in stderr, stderr[-2000:]
     assert "logit.py:3" in stderr
+
+
+def test_a_cpu_round_trip_takes_python_numbers_as_wrapped_numbers(tmp_path):
+    """``t * 2`` hands aten::mul.Tensor the 2 as a Python number; the CPU round trip of the native engine gave it to
+    its C++ runner, which takes only a tensor there ("Unable to cast 2 to Tensor"): every op of a number and a
+    tensor failed once sent to the CPU (--cpu, or the fallback of a dtype the target lacks, float64 on MPS). The
+    results and their dtypes are the CPU's, a wrapped number's type promotion included (an int tensor times 2.5 is
+    float32, not float64; a float16 tensor plus 1 stays float16)."""
+    script = tmp_path / "numbers.py"
+    script.write_text(
+        "import torch\n"
+        "def run(device):\n"
+        "    f = torch.arange(4, device=device, dtype=torch.float32)\n"
+        "    i = torch.arange(4, device=device)\n"
+        "    h = f.half()\n"
+        "    d = f.double()\n"
+        "    out = [f * 2, f / 4, f - 1.5, i * 2.5, h + 1, d * 3, torch.div(d, 2, rounding_mode='floor'), f.mul_(3)]\n"
+        "    return [(str(t.dtype), t.cpu().tolist()) for t in out]\n"
+        "device = 'npu' if hasattr(torch, 'npu') else 'cpu'\n"
+        "print(run(device) == run('cpu'), run(device))\n")
+    ops = ["--cpu", "mul.Tensor", "--cpu", "div.Tensor", "--cpu", "sub.Tensor", "--cpu", "add.Tensor",
+           "--cpu", "div.Tensor_mode", "--cpu", "mul_.Tensor"]
+    rc, stdout, stderr = run_cli("run", "--simulate", "ascend", *ops, "--", str(script))
+    assert rc == 0, stderr[-2000:]
+    assert stdout.startswith("True ["), stdout
+    assert "'torch.float32', [0.0, 2.5, 5.0, 7.5]" in stdout and "'torch.float16', [1.0, 2.0, 3.0, 4.0]" in stdout
+    assert re.search(r"mul\.Tensor\s+cpu\s+\d+ calls", stdout + stderr), stdout[-2000:]
