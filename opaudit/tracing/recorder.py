@@ -135,6 +135,8 @@ class Recording:
         sig = _signature(args, kwargs)
         if name in _CASTS:
             sig = _cast_signature(name, sig, args, kwargs)
+        elif not sig and kwargs and kwargs.get("dtype").__class__ is torch.dtype:
+            sig = (kwargs["dtype"],)  # a factory's dtype= (zeros, full, arange; one its default is not): judged so
         key = (name, kind, phase, sig, module, loc, within, shapes_of(args, kwargs) if self.shapes else None,
                _placement(args, kwargs) if self.split_host else DEVICE)
         counts = self.counts

@@ -65,3 +65,24 @@ def test_the_verdict_and_the_strict_rehearsal_agree_on_every_target(program_trac
             if fails:  # the rehearsal names the op's dtype, the target and the user's line: torch.zeros(..., float64)
                 line = next(n for n, text in enumerate(SCRIPT.read_text().splitlines(), 1) if "torch.zeros(" in text)
                 assert "with float64 does not run on mps" in err and f"{SCRIPT}:{line}" in err
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_a_factorys_dtype_is_judged_as_the_rehearsal_judges_it(engine, tmp_path):
+    """torch.zeros(..., dtype=torch.float64) has no tensor argument whose dtype the trace could read: it was recorded
+    with none, so the audit held no target to it while the rehearsal on MPS stopped at that line. Each factory's
+    dtype= is its call's dtype now, in both recorders, and the audit names the lines the rehearsal stops at."""
+    script = FIXTURES / "scripts" / "float64_factories.py"
+    path = tmp_path / "t.json"
+    code, _, err = run_cli("trace", "-q", "--no-audit", "--json", str(path), "--", str(script), cwd=tmp_path,
+                           env={"OPAUDIT_TRACER": engine}, fresh=True)
+    assert code == 0, err[-2000:]
+    audit = opaudit.audit(opaudit.load_trace(str(path)), ["mps", "ascend"])
+    frame = audit.frame
+    missing = frame[(frame.target == audit.verdict("mps").target) & (frame.status == "missing")]
+    assert {"aten::zeros", "aten::ones", "aten::full", "aten::arange"} <= {o.split(".")[0] for o in missing.op}
+    assert all("float64" in n for n in missing.note)
+    assert audit.verdict("ascend").verdict != "fails"
+    code, _, err = run_cli("run", "--simulate", "mps", "--strict", "--", str(script), cwd=tmp_path)
+    lines = [n for n, text in enumerate(script.read_text().splitlines(), 1) if "dtype=torch.float64" in text]
+    assert code == 3 and f"{script}:{lines[0]}" in err and "float64" in err, err[-1500:]
