@@ -22,6 +22,14 @@ def _no_traceback(err: str) -> None:
     assert "Traceback (most recent call last)" not in err
 
 
+def test_a_scan_of_a_model_by_name_is_headed_with_its_name():
+    """The op table's header named a hf: spec's trace "code" (the header read a file's path or a model's name)."""
+    spec = "hf:bert?num_hidden_layers=1&hidden_size=32&num_attention_heads=2&intermediate_size=37"
+    code, out, err = run_cli("scan", spec, "-t", "ascend")
+    assert code == 0, err[-2000:]
+    assert f"{spec}  mode real (" in out and "code  mode" not in out
+
+
 def test_scan_prints_the_table_and_writes_json(tmp_path):
     out_json = tmp_path / "trace.json"
     code, out, err = run_cli("scan", "examples/model.py", "--train", "--json", str(out_json))

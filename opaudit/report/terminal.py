@@ -81,7 +81,7 @@ def op_table(trace: Trace, *, top: int | None = None):
 
 def render_trace(trace: Trace, console: Console, *, top: int | None = None) -> None:
     m = trace.meta
-    what = m.source.get("path") or m.source.get("model") or "code"
+    what = m.source.get("path") or m.source.get("model") or m.source.get("spec") or "code"
     if m.source.get("factory") and m.source.get("factory") != "get_model":
         what += f":{m.source['factory']}"
     distinct = len(trace.ops())
