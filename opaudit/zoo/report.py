@@ -100,7 +100,8 @@ def summary(z: ZooResult) -> list[str]:
                      + (f"; {verdicts['uncertain']} uncertain" if verdicts["uncertain"] else "")
                      + (f"; most blocking: {top}" if top else ""))
     for r in z.failed[:10]:
-        lines.append(f"  failed: {r['spec']}: {r.get('error') or r.get('reason')}")
+        why = str(r.get("error") or r.get("reason"))
+        lines.append(f"  failed: {why}" if why.startswith(f"{r['spec']}: ") else f"  failed: {r['spec']}: {why}")
     if len(z.failed) > 10:
         lines.append(f"  ... and {len(z.failed) - 10} more failures (zoo.csv has them all)")
     return lines

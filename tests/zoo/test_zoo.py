@@ -168,6 +168,17 @@ def test_the_summary_tells_native_runs_from_cpu_fallback_runs():
     assert line.startswith("  ascend@2.6.0: 1/3 run; 1 with ops on the CPU fallback; 1 fail"), line
 
 
+def test_the_summary_names_a_failed_spec_once():
+    """A spec that does not resolve says its own name first (InputError "hf:mixtrall: ..."): said once, not twice."""
+    z = ZooResult([{"spec": "hf:mixtrall", "status": "failed", "reason": "spec", "targets": [],
+                    "error": "hf:mixtrall: transformers has no model type 'mixtrall' (did you mean mixtral?)"},
+                   {"spec": "hf:bert", "status": "failed", "reason": "forward", "targets": [],
+                    "error": "the model failed in the forward pass: ValueError: x"}], ["ascend@2.6.0"], False)
+    failed = [x for x in summary(z) if x.startswith("  failed: ")]
+    assert failed == ["  failed: hf:mixtrall: transformers has no model type 'mixtrall' (did you mean mixtral?)",
+                      "  failed: hf:bert: the model failed in the forward pass: ValueError: x"]
+
+
 def test_a_rerun_resolves_library_models_from_the_cache_without_the_library(tmp_path, monkeypatch):
     """A diffusers class's defaults (and a transformers model type's configuration) are resolved once: a rerun
     plans the same jobs from the cache's table, without building a configuration or filling defaults again."""
