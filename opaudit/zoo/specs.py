@@ -298,6 +298,8 @@ def _split_head(name: str) -> tuple[str, str | None]:
     where, sep, tail = name.rpartition(":")
     if sep and where and tail.lower() in {h.lower() for h in HEADS}:
         return where, next(h for h in HEADS if h.lower() == tail.lower())
+    if sep and re.fullmatch(r"[A-Za-z][\w.-]*", where) and re.fullmatch(r"[A-Za-z]\w*", tail):
+        return where, tail  # a model type and a head it may not have: said as such, with the heads it has
     return name, None
 
 

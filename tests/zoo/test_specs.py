@@ -108,6 +108,7 @@ def test_the_local_hugging_face_cache_and_offline_message(tmp_path, monkeypatch)
     ("hf:lama", "transformers has no model type 'lama'"),
     ("hf:llama?num_hiden_layers=2", "llama has no configuration field 'num_hiden_layers'"),
     ("hf:llama:ImageClassification", "llama has no ImageClassification head"),
+    ("hf:bert:Nonsense", "bert has no Nonsense head"),  # a head no model has (was: no model type 'bert:Nonsense')
     ("hf:llama?num_hidden_layers=x", "the configuration cannot be built"),
     ("diffusers:UNet9000", "has no model class 'UNet9000'"),
 ])
