@@ -40,7 +40,7 @@ from opaudit.errors import InputError
 from opaudit.matrix import Database, Matrix, Support, amp, load_database, load_matrix
 from opaudit.matrix.matrix import STATUSES, dtype_names
 from opaudit.matrix.torchops import version_key
-from opaudit.tracing import branches
+from opaudit.tracing import branches, typed
 from opaudit.tracing.schema import PHASES, Trace
 
 if TYPE_CHECKING:
@@ -382,8 +382,25 @@ def _status(m: Matrix, g: OpGroup, trace: Trace) -> Support:
         if g.op == amp.OP:
             r = m.release
             return amp.support(r.device_type, r.dispatch_key, r.torch, g.dtypes)
+        if g.op == typed.OP:
+            return _typed_classes(m)
         return m.resolve_api(g.op)
     return m.resolve_call(g.op, g.dtypes, trace.registrations.get(g.op) if g.kind == "custom" else None)
+
+
+def _typed_classes(m: Matrix) -> Support:
+    """CUDA's typed tensor classes (``torch.cuda.FloatTensor(n)``, tracing/typed.py) on a target: they run where its
+    plugin has typed classes of its own for them to stand for (vendors.toml ``legacy_types``), and fail elsewhere,
+    as a rehearsal of the target refuses them."""
+    from opaudit.matrix.vendors import vendors
+
+    r = m.release
+    v = vendors().get(r.vendor)
+    if v is not None and v.legacy_types:
+        return Support("native", note=f"{v.module or 'torch.cuda'} has typed tensor classes (FloatTensor, ...)")
+    return Support("missing", note=f"{r.device_type} has no typed tensor classes: torch.cuda.FloatTensor and the "
+                                   "others fail there (opaudit lint: OA109, OA110 port them to a tensor with a dtype "
+                                   "and a device)")
 
 
 def _other_arm(m: Matrix, branch: branches.Branch, recorded: tuple[str, ...]) -> Support:

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from opaudit.rehearsal.patches import Patches
+from opaudit.tracing import typed
 
 # the typed classes of every backend, by name, and the dtype each holds (torch/csrc/tensor/python_tensor.cpp)
 DTYPES = {"FloatTensor": torch.float32, "DoubleTensor": torch.float64, "HalfTensor": torch.float16,
@@ -53,6 +54,7 @@ class LegacyType(type):
         return sub is cls
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        typed.heard(cls)
         if cls.runs_on is None:
             raise RuntimeError(cls.refusal())
         host = getattr(torch, cls.__name__.rsplit(".", 1)[1])(*args, **kwargs)
@@ -96,6 +98,8 @@ def install(modules: dict[str, tuple[Any, dict[str, LegacyType]]],
 
     def type_(self: torch.Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
         cls = lookup(dtype)
+        if cls is not None:
+            typed.heard(cls)
         if cls is None:
             named = original_type(self, dtype, non_blocking, **kwargs)
             if dtype is None and renamed and self.device.type in renamed:
@@ -111,6 +115,8 @@ def install(modules: dict[str, tuple[Any, dict[str, LegacyType]]],
 
     def set_default_tensor_type(t: Any) -> None:
         cls = lookup(t)
+        if cls is not None:
+            typed.heard(cls)
         if cls is None:
             if default_set:  # back to a host class: its tensors are made on the host again
                 torch.set_default_device(None)

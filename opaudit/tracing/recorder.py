@@ -27,6 +27,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_
 
 from opaudit.matrix.amp import OP as AUTOCAST_OP
 from opaudit.matrix.registrations import read as read_registration
+from opaudit.tracing import typed
 from opaudit.tracing.apis import ApiWatch
 from opaudit.tracing.attribution import HINT_NONE, HINT_OPTIMIZER, ModuleStack, display_path, source_locator
 from opaudit.tracing.autocast import RegionWatch, policy_dtypes
@@ -304,6 +305,17 @@ class Recording:
         phase, module, loc, _ = self._where(frame)
         key = (AUTOCAST_OP, "api", phase, (dtype,) if dtype else (), module, loc, None,
                shapes_of((), {}) if self.shapes else None, DEVICE)
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    def note_legacy(self, cls: Any, frame) -> None:
+        """A CUDA typed tensor class used (``torch.cuda.FloatTensor(n)``, ``x.type(torch.cuda.HalfTensor)``,
+        rehearsal/legacy.py): an ``api`` record of :data:`typed.OP` with the class's dtype, at the program's line,
+        which the audit judges by whether the target's plugin has such classes (vendors.toml ``legacy_types``)."""
+        if not self.is_active() or self.within is not None:
+            return
+        phase, module, loc, _ = self._where(frame)
+        key = (typed.OP, "api", phase, (cls.dtype,), module, loc, None, shapes_of((), {}) if self.shapes else None,
+               DEVICE)
         self.counts[key] = self.counts.get(key, 0) + 1
 
     def is_active(self) -> bool:
@@ -585,6 +597,7 @@ def recording(rec: Recording, note: Callable[[str], None] | None = None) -> Iter
     watch.install()
     apis.install()
     regions.install()
+    typed.watchers.append(rec.note_legacy)
     try:
         if ext is not None:
             rec.native = ext
@@ -608,6 +621,8 @@ def recording(rec: Recording, note: Callable[[str], None] | None = None) -> Iter
         rec.mode = None
         rec.ended = time.perf_counter()
         regions.remove()
+        if rec.note_legacy in typed.watchers:
+            typed.watchers.remove(rec.note_legacy)
         apis.remove()
         watch.remove()
         rec.modules.remove()

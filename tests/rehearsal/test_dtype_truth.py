@@ -31,6 +31,8 @@ PROGRAMS = {
     "lm-bf16-fused": (FIXTURES / "scripts" / "cuda_bf16_fused.py", []),
     "float64-stats": (SCRIPT, []),
     "grad-scaler-fp16": (FIXTURES / "scripts" / "grad_scaler_fp16.py", []),  # a device branch of torch's own
+    # torch.cuda.FloatTensor and the others: run where the plugin has typed classes (ascend), refused elsewhere
+    "legacy-types": (FIXTURES / "scripts" / "legacy_types.py", []),
 }
 
 
