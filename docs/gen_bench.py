@@ -176,7 +176,8 @@ def audit_reports() -> Bench:
               "after a first audit; cold: an empty cache.",
               history="The ratio was 24x before coverage_db's parse cache and the CSV written without the frame. "
               "On the machines of the earlier runs, where the trace loaded in 0.07 to 0.10 s, the audit and every "
-              "format took about 1.0 to 1.5 s; the last run was at load 8 to 10 on 2 cores.")
+              "format took about 1.0 to 1.5 s; the run before this one, at load 8 to 10 on 2 cores, 7.2 s. This run: "
+              "2 cores at load 1, nothing else running.")
     cold = d["cold_cache"]["audit_and_reports_s"]
     b.rows = [["audit + every format, warm cache", f"{d['load_trace_s']} s", f"{d['audit_and_reports_s']} s "
                f"(best {d['audit_and_reports_min_s']} s)", x(d["audit_and_reports_over_load_trace"]),
@@ -502,7 +503,8 @@ def zoo_library(library: str, title: str) -> Bench:
               + f"{d['machine']['cpus']} cores, "
               f"{d['options']['jobs']} jobs. Failures by reason: "
               + ", ".join(f"{k} {v}" for k, v in d["failed_by_reason"].items())
-              + ". The most common failure: " + (d["failures"][0]["error"][:200].rstrip(".") if d["failures"] else "none") + "."
+              + ". The most common failure: "
+              + (d["failures"][0]["error"][:200].rstrip(".") if d["failures"] else "none") + "."
               + (f" Conditions: {d['conditions']}." if "conditions" in d else ""))
     sample = d.get("sample") or {}
     if sample.get("specs"):  # a sample, not the whole library: said in the context and in each figure
