@@ -353,3 +353,17 @@ def test_a_name_alias_given_sizes_or_data_unknown_becomes_the_function():
     assert "x = Tensor(n)\ny = Tensor(4, 1).fill_(1.0)\n" in fixed and "functools" not in fixed
     (found,) = _oa109(source)
     assert found.fix == "safe" and "`Tensor(n)` may be given a size or data" in found.message
+
+
+def test_a_typed_class_named_as_a_string_is_found_and_ported():
+    """x.type("torch.cuda.FloatTensor") converts and x.type() == "torch.cuda.HalfTensor" tests as the class does; lint
+    saw only the class. Where the plugin has typed classes the name becomes its own (torch_npu's Tensor.type takes
+    it); elsewhere the conversion gets .to(device, dtype) as a suggestion and the test is named for a hand rewrite."""
+    source = ('import torch\nx = torch.ones(2)\ny = x.type("torch.cuda.FloatTensor")\n'
+              'if x.type() == "torch.cuda.HalfTensor":\n    print(1)\nname = "torch.cuda.amp"\n')
+    ported = fix_source(source.encode(), Settings(target="ascend")).new.decode()
+    assert 'x.type("torch.npu.FloatTensor")' in ported and '== "torch.npu.HalfTensor"' in ported
+    assert '"torch.cuda.amp"' in ported  # not a typed class's name
+    found = [f for f in lint_source(source.encode(), MUSA).findings if f.code == "OA109"]
+    assert [f.line for f in found] == [3, 4] and found[0].replacement == 'x.to("musa", torch.float32)'
+    assert "compare or convert the tensor's dtype and device" in found[1].message

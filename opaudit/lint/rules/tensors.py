@@ -47,6 +47,8 @@ from opaudit.lint.walk import (
     on_attribute,
     on_finish,
     on_method,
+    on_string,
+    with_value,
 )
 
 
@@ -282,6 +284,38 @@ def _typed_tensor(c: FileCheck, node: cst.CSTNode, q: str) -> None:
             suggestion = f"{node_code(outer.func.value)}.to({device}, torch.{dtype})"
             why = " (a conversion: .to(device, dtype))"
     c.report(node, "OA109", f"{rule.summary}: `{q}`{why}", suggestion=suggestion)
+
+
+_TYPED_NAME = re.compile(r"torch\.cuda\.(\w+)Tensor")
+
+
+@on_string
+def _typed_tensor_name(c: FileCheck, node: cst.SimpleString, s: str) -> bool:
+    """OA109: a typed CUDA class named as a string, as ``x.type("torch.cuda.FloatTensor")`` converts and
+    ``x.type() == "torch.cuda.HalfTensor"`` tests. Where the plugin has typed classes, its own class's name (its
+    ``Tensor.type`` takes the name, as torch_npu's ``_npu_type`` does); elsewhere a conversion is ``.to(device,
+    dtype)`` and a test compares the tensor's dtype and device."""
+    m = _TYPED_NAME.fullmatch(s)
+    dtype = _TYPED_DTYPES.get(m.group(1)) if m else None
+    if dtype is None or c.target.keeps_cuda or not c.on("OA109"):
+        return False
+    rule = c.rules["OA109"]
+    twin = _typed_twin(c.target.name)
+    if twin:
+        new = f"{twin}.{m.group(1) if m else ''}Tensor"
+        c.report(node, "OA109", f"{rule.summary}: '{s}' -> '{new}' (the plugin's own typed tensor class, by name)",
+                 with_value(node, new))
+        return True
+    text = c.device_text(None)
+    device = c.device_expr(None) if c.target.neutral else f'"{text}"' if text else None
+    call = c.stack[-2] if len(c.stack) >= 2 and isinstance(c.parent, cst.Arg) else None
+    suggestion, why = None, " (a class named as a string: compare or convert the tensor's dtype and device)"
+    if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "type" \
+            and len(call.args) == 1 and device:
+        suggestion = f"{node_code(call.func.value)}.to({device}, torch.{dtype})"
+        why = " (a conversion: .to(device, dtype))"
+    c.report(node, "OA109", f"{rule.summary}: '{s}'{why}", suggestion=suggestion)
+    return True
 
 
 # -- an alias of a typed class on a target without them, rewritten with its uses ---------------------------------
