@@ -98,13 +98,12 @@ def install(modules: dict[str, tuple[Any, dict[str, LegacyType]]],
 
     def type_(self: torch.Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
         cls = lookup(dtype)
-        if cls is not None:
-            typed.heard(cls)
         if cls is None:
             named = original_type(self, dtype, non_blocking, **kwargs)
             if dtype is None and renamed and self.device.type in renamed:
                 return named.replace(f"torch.{self.device.type}.", f"torch.{renamed[self.device.type]}.", 1)
             return named
+        typed.heard(cls)
         if cls.runs_on is None:
             raise RuntimeError(cls.refusal("Tensor.type"))
         if self.dtype == cls.dtype and self.device.type in cls.matches:
@@ -115,13 +114,12 @@ def install(modules: dict[str, tuple[Any, dict[str, LegacyType]]],
 
     def set_default_tensor_type(t: Any) -> None:
         cls = lookup(t)
-        if cls is not None:
-            typed.heard(cls)
         if cls is None:
             if default_set:  # back to a host class: its tensors are made on the host again
                 torch.set_default_device(None)
                 default_set.clear()
             return original_default(t)
+        typed.heard(cls)
         if cls.runs_on is None:
             raise RuntimeError(cls.refusal("set_default_tensor_type"))
         torch.set_default_dtype(cls.dtype)

@@ -300,22 +300,22 @@ class Recording:
         """An autocast region entered (autocast.RegionWatch): for a device type that stands for CUDA here
         (:attr:`cuda_names`), an ``api`` record of ``torch::autocast`` with the dtype the program named (none: the
         device's default), at the program's line."""
-        if device_type not in self.cuda_names or self.within is not None or not self.is_active():
-            return
-        phase, module, loc, _ = self._where(frame)
-        key = (AUTOCAST_OP, "api", phase, (dtype,) if dtype else (), module, loc, None,
-               shapes_of((), {}) if self.shapes else None, DEVICE)
-        self.counts[key] = self.counts.get(key, 0) + 1
+        if device_type in self.cuda_names:
+            self._note_api(AUTOCAST_OP, (dtype,) if dtype else (), frame)
 
     def note_legacy(self, cls: Any, frame) -> None:
         """A CUDA typed tensor class used (``torch.cuda.FloatTensor(n)``, ``x.type(torch.cuda.HalfTensor)``,
         rehearsal/legacy.py): an ``api`` record of :data:`typed.OP` with the class's dtype, at the program's line,
         which the audit judges by whether the target's plugin has such classes (vendors.toml ``legacy_types``)."""
-        if not self.is_active() or self.within is not None:
+        self._note_api(typed.OP, (cls.dtype,), frame)
+
+    def _note_api(self, op: str, dtypes: tuple, frame) -> None:
+        """One call of an API opaudit watches itself (not an op of the dispatcher), at the program's line of
+        ``frame``: counted where an op issued now would be recorded, outside a choice's own ops."""
+        if self.within is not None or not self.is_active():
             return
         phase, module, loc, _ = self._where(frame)
-        key = (typed.OP, "api", phase, (cls.dtype,), module, loc, None, shapes_of((), {}) if self.shapes else None,
-               DEVICE)
+        key = (op, "api", phase, dtypes, module, loc, None, shapes_of((), {}) if self.shapes else None, DEVICE)
         self.counts[key] = self.counts.get(key, 0) + 1
 
     def is_active(self) -> bool:

@@ -259,9 +259,8 @@ def builder(cls: type, config: dict[str, Any], overrides: dict[str, Any]) -> Cal
 
     given = {k: v for k, v in config.items() if k in inspect.signature(cls).parameters}
     fixed = {k: v for k, v in given.items() if k in overrides or k in _made(cls)}
-    calls = FIXES.get(cls.__name__, {}).get("call", ())
-    borrows = FIXES.get(cls.__name__, {}).get("borrows")
-    attributes = FIXES.get(cls.__name__, {}).get("attributes", {})
+    entry = FIXES.get(cls.__name__, {})
+    calls, borrows, attributes = entry.get("call", ()), entry.get("borrows"), entry.get("attributes", {})
 
     def make() -> Any:
         model = cls(**fixed)
@@ -742,9 +741,9 @@ def diffusers_inputs(cls: Any, config: dict[str, Any], model: Any = None,
                                  hint="write a model file with get_model() and get_inputs() for it")
             else:
                 continue
-        if fixed:  # what the pipeline passes: the only candidate
-            found = found[:len(fixed)]
-        elif not required:  # an optional input: left out first, but the conditioning a model is made for
+        # an optional input: left out first, but the conditioning a model is made for (a fixed input is what the
+        # pipeline passes: the only candidate)
+        if not fixed and not required:
             found = [*found, OMIT] if role(name) in _GIVEN else [OMIT, *found]
         choices[name] = found
     picks = {k: 0 for k in choices}

@@ -236,6 +236,14 @@ def _typed_twin(target: str) -> str | None:
                  and v.module != "torch.cuda"), None)
 
 
+def _device_argument(c: FileCheck) -> str | None:
+    """The target's device as the code of an argument: an expression on the neutral target, else a literal."""
+    if c.target.neutral:
+        return c.device_expr(None)
+    text = c.device_text(None)
+    return f'"{text}"' if text else None
+
+
 @on_api("OA109")
 def _typed_tensor(c: FileCheck, node: cst.CSTNode, q: str) -> None:
     """OA109: a legacy typed CUDA tensor. Called with sizes that are int literals it is ``torch.empty`` of them,
@@ -249,8 +257,7 @@ def _typed_tensor(c: FileCheck, node: cst.CSTNode, q: str) -> None:
         return  # an alias's class: its group's finding (_typed_alias)
     rule = c.rules["OA109"]
     dtype = _TYPED_DTYPES.get(q.rsplit(".", 1)[-1].removesuffix("Tensor"))
-    text = c.device_text(None)
-    device = c.device_expr(None) if c.target.neutral else f'"{text}"' if text else None
+    device = _device_argument(c)
     call = c.parent
     if isinstance(call, cst.Call) and call.func is node and call.args and dtype and device:
         args = call.args
@@ -297,17 +304,16 @@ def _typed_tensor_name(c: FileCheck, node: cst.SimpleString, s: str) -> bool:
     dtype)`` and a test compares the tensor's dtype and device."""
     m = _TYPED_NAME.fullmatch(s)
     dtype = _TYPED_DTYPES.get(m.group(1)) if m else None
-    if dtype is None or c.target.keeps_cuda or not c.on("OA109"):
+    if m is None or dtype is None or c.target.keeps_cuda or not c.on("OA109"):
         return False
     rule = c.rules["OA109"]
     twin = _typed_twin(c.target.name)
     if twin:
-        new = f"{twin}.{m.group(1) if m else ''}Tensor"
+        new = f"{twin}.{m.group(1)}Tensor"
         c.report(node, "OA109", f"{rule.summary}: '{s}' -> '{new}' (the plugin's own typed tensor class, by name)",
                  with_value(node, new))
         return True
-    text = c.device_text(None)
-    device = c.device_expr(None) if c.target.neutral else f'"{text}"' if text else None
+    device = _device_argument(c)
     call = c.stack[-2] if len(c.stack) >= 2 and isinstance(c.parent, cst.Arg) else None
     suggestion, why = None, " (a class named as a string: compare or convert the tensor's dtype and device)"
     if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "type" \
