@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,7 @@ from opaudit.matrix import Database, Matrix, Support, amp, load_database, load_m
 from opaudit.matrix.matrix import STATUSES, dtype_names
 from opaudit.matrix.torchops import version_key
 from opaudit.tracing import branches, typed
-from opaudit.tracing.schema import PHASES, Trace
+from opaudit.tracing.schema import PHASES, OpRecord, Trace
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -83,9 +83,13 @@ class OpGroup:
 def op_groups(trace: Trace, *, host: bool = False) -> list[OpGroup]:
     """The trace's device records (``host``: its host records) grouped by (op, kind, phase, within), in
     phase order, most called first. Host records run beside the device, on no target's kernels."""
+    return _grouped(trace.host_records if host else trace.device_records)
+
+
+def _grouped(records: Sequence[OpRecord]) -> list[OpGroup]:
     calls: Counter[tuple] = Counter()
     per: dict[tuple, dict[str, Counter[str]]] = {}
-    for r in (trace.host_records if host else trace.device_records):
+    for r in records:
         key = (r.op, r.kind, r.phase, r.within)
         calls[key] += r.calls
         c = per.setdefault(key, {"dtypes": Counter(), "modules": Counter(), "sources": Counter()})
@@ -127,6 +131,8 @@ class Verdict:
     caveats: list[str] = field(default_factory=list)  # ops called with a dtype the target documents a limit for
     advice: list[str] = field(default_factory=list)
     fallback_switch: str | None = None
+    # judged by the trace's variant of this label (autocast runs otherwise there: tracing/variants.py)
+    traced_as: str | None = None
 
     @property
     def runs(self) -> bool:
@@ -139,15 +145,19 @@ class Verdict:
             count = self.ops.get(k, 0)
             return f"{count} op{'s' if count != 1 else ''}"
 
+        def calls(k: str) -> str:
+            count = self.calls.get(k, 0)
+            return f"{count:,} call{'s' if count != 1 else ''}"
+
         if self.verdict == "version_skew":
             needs = f"needs PyTorch >= {self.needs_torch}" if self.needs_torch else "needs another PyTorch"
             text = f"{needs}: {n('version_skew')} not in its PyTorch {self.torch}"
             if self.ops.get("missing"):
                 text += f"; {n('missing')} missing"
         elif self.verdict == "fails":
-            text = f"fails: {n('missing')} missing ({self.calls.get('missing', 0):,} calls)"
+            text = f"fails: {n('missing')} missing ({calls('missing')})"
         elif self.verdict == "cpu_fallback":
-            text = f"runs with {n('cpu_fallback')} on the CPU fallback ({self.calls.get('cpu_fallback', 0):,} calls)"
+            text = f"runs with {n('cpu_fallback')} on the CPU fallback ({calls('cpu_fallback')})"
         elif self.verdict == "uncertain":
             text = f"no op missing; {n('unknown')} not in the data"
             if self.ops.get("cpu_fallback"):
@@ -165,7 +175,7 @@ class Verdict:
             "verdict": self.verdict, "summary": self.summary, "ops": dict(self.ops), "calls": dict(self.calls),
             "missing": list(self.missing), "cpu_fallback": list(self.fallback), "unknown": list(self.unknown),
             "version_skew": list(self.skew), "needs_torch": self.needs_torch,
-            "caveats": list(self.caveats), "advice": list(self.advice),
+            "caveats": list(self.caveats), "advice": list(self.advice), "traced_as": self.traced_as,
         }
 
 
@@ -180,6 +190,9 @@ class Audit:
     verdicts: dict[str, Verdict]
     fallback: list[Any] = field(default_factory=list)  # fallback.Stats of runs of the same code, if any
     host: list[OpGroup] = field(default_factory=list)  # calls on host tensors only: held to no target
+    # per target judged by a variant of the trace (Verdict.traced_as): each group as that variant ran it (None: not
+    # called there), in the order of ``groups``
+    traced: dict[str, list[OpGroup | None]] = field(default_factory=dict)
     _frame: pd.DataFrame | None = field(default=None, repr=False)
 
     # -- views -------------------------------------------------------------------------------------
@@ -197,7 +210,9 @@ class Audit:
         cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
         for key in keys:
             v = self.verdicts[key]
-            for g, s, cav in zip(self.groups, self.results[key], self.caveats[key], strict=True):
+            ran = self.traced.get(key) or [None] * len(self.groups)
+            for g0, seen, s, cav in zip(self.groups, ran, self.results[key], self.caveats[key], strict=True):
+                g = seen or g0  # the calls as this target's trace made them
                 cols["target"].append(key)
                 cols["vendor"].append(v.vendor)
                 cols["release"].append(v.release)
@@ -306,14 +321,30 @@ def audit(trace: Trace, targets: Sequence[str | Matrix] | None = None, *, landsc
             if e.key not in matrices:
                 matrices[e.key] = load_matrix(e.key, db=db)
     groups = op_groups(trace)
+    views = _variant_views(trace, groups)  # (and the groups only a variant has, appended to ``groups``)
+    named = amp.named_regions(trace.records)
     results: dict[str, list[Support]] = {}
     caveats: dict[str, list[list[str]]] = {}
+    verdicts: dict[str, Verdict] = {}
+    traced: dict[str, list[OpGroup | None]] = {}
     for key, m in matrices.items():
-        results[key] = [_status(m, g, trace) for g in groups]
-        caveats[key] = [_caveats(m, g) for g in groups]
-    verdicts = {key: _verdict(m, groups, results[key], caveats[key], key in selected) for key, m in matrices.items()}
+        r = m.release
+        label = amp.label(o) if (o := amp.outcome(r.device_type, r.dispatch_key, r.torch, named)) else None
+        label = label if label in views else None
+        view = views[label]
+        seen = [view.get(_group_key(g)) for g in groups]  # each group as this target's trace ran it (None: not)
+        results[key] = [_not_called(m, label) if v is None
+                        else _status(m, v, trace) if label is None
+                        else _as_run(_status(m, v, trace, retraced=True), g, v, label)
+                        for g, v in zip(groups, seen, strict=True)]
+        caveats[key] = [_caveats(m, v, retraced=label is not None) if v is not None else [] for v in seen]
+        if label is not None:
+            traced[key] = seen
+        verdicts[key] = _verdict(m, groups, results[key], caveats[key], key in selected,
+                                 called=[v is not None for v in seen])
+        verdicts[key].traced_as = label
     result = Audit(trace, groups, matrices, selected, results, caveats, verdicts, list(fallback),
-                   op_groups(trace, host=True))
+                   op_groups(trace, host=True), traced=traced)
     for key in selected:
         _advise(result, key, db)
     return result
@@ -367,7 +398,7 @@ def default_targets(db: Database | None = None) -> list[str]:
     return [db.newest(v).key for v in db.vendors if v != "cpu"]
 
 
-def _status(m: Matrix, g: OpGroup, trace: Trace) -> Support:
+def _status(m: Matrix, g: OpGroup, trace: Trace, *, retraced: bool = False) -> Support:
     branch = branches.of(g.within)
     if branch is not None:
         if branch.taken_elsewhere(m.release.device_type, m.release.torch):
@@ -381,7 +412,7 @@ def _status(m: Matrix, g: OpGroup, trace: Trace) -> Support:
     if g.kind == "api":
         if g.op == amp.OP:
             r = m.release
-            return amp.support(r.device_type, r.dispatch_key, r.torch, g.dtypes)
+            return amp.support(r.device_type, r.dispatch_key, r.torch, g.dtypes, retraced)
         if g.op == typed.OP:
             return _typed_classes(m)
         return m.resolve_api(g.op)
@@ -403,6 +434,44 @@ def _typed_classes(m: Matrix) -> Support:
                                    "and a device)")
 
 
+def _group_key(g: OpGroup) -> tuple[str, str, str, str | None]:
+    return g.op, g.kind, g.phase, g.within
+
+
+def _variant_views(trace: Trace, groups: list[OpGroup]) -> dict[str | None, dict[tuple, OpGroup]]:
+    """The groups of the trace (key None) and of each of its variants (tracing/variants.py), by group key; the
+    groups only a variant has are appended to ``groups`` (they are rows of the audit, run only where it is)."""
+    views: dict[str | None, dict[tuple, OpGroup]] = {None: {_group_key(g): g for g in groups}}
+    rows = set(views[None])
+    for label, records in trace.variants.items():
+        views[label] = {_group_key(g): g for g in _grouped([r for r in records if r.where != "host"])}
+        for k, g in views[label].items():
+            if k not in rows:
+                groups.append(g)
+                rows.add(k)
+    return views
+
+
+def _as_run(s: Support, g: OpGroup, ran: OpGroup, label: str) -> Support:
+    """``s``, judged on the calls of a target's own trace (``ran``), saying so where their dtypes are not the
+    trace's (``g``)."""
+    if ran.dtypes == g.dtypes or g.kind == "api":
+        return s
+    dtypes = ", ".join(x or "no dtype" for x in ran.dtypes[:3])
+    said = f"called in {dtypes} here, where {amp.describe(amp.parse(label))}"
+    return replace(s, note=f"{said}; {s.note}" if s.note else said)
+
+
+def _not_called(m: Matrix, label: str | None) -> Support:
+    """A group the target's trace does not have: the code calls it only as another device runs its autocast."""
+    r = m.release
+    if label is None:
+        return Support("native", note=f"not called on {r.device_type}: only where autocast runs otherwise "
+                                      "than on CUDA (traced again so)")
+    return Support("native", note=f"not called on {r.device_type}, where {amp.describe(amp.parse(label))} "
+                                  "(traced again so)")
+
+
 def _other_arm(m: Matrix, branch: branches.Branch, recorded: tuple[str, ...]) -> Support:
     """An op of a device branch's CUDA arm, on a target that takes the other arm: the status of the other arm's
     ops there (the worst of them), with the branch named. An op of the other arm without dtypes in the data runs
@@ -421,9 +490,9 @@ def _judged_as_recorded(m: Matrix, g: OpGroup) -> bool:
     return branch is None or not branch.taken_elsewhere(m.release.device_type, m.release.torch)
 
 
-def _caveats(m: Matrix, g: OpGroup) -> list[str]:
+def _caveats(m: Matrix, g: OpGroup, *, retraced: bool = False) -> list[str]:
     if g.op == amp.OP:
-        said = amp.caveat(m.release.device_type, m.release.dispatch_key, m.release.torch, g.dtypes)
+        said = amp.caveat(m.release.device_type, m.release.dispatch_key, m.release.torch, g.dtypes, retraced)
         return [said] if said else []
     if (g.kind == "choice" and not g.dtypes) or g.kind == "api" or not _judged_as_recorded(m, g):
         return []
@@ -480,14 +549,16 @@ def _label(g: OpGroup) -> str:
 
 
 def _verdict(m: Matrix, groups: list[OpGroup], results: list[Support], caveats: list[list[str]],
-             selected: bool) -> Verdict:
+             selected: bool, called: Sequence[bool] | None = None) -> Verdict:
     r = m.release
     ops: Counter[str] = Counter()
     calls: Counter[str] = Counter()
     lists: dict[str, list[str]] = {"missing": [], "cpu_fallback": [], "unknown": [], "version_skew": []}
     flagged = []
     since: list[str] = []
-    for g, s, cav in zip(groups, results, caveats, strict=True):
+    for i, (g, s, cav) in enumerate(zip(groups, results, caveats, strict=True)):
+        if called is not None and not called[i]:
+            continue  # the target's trace does not call it
         if s.status == "version_skew" and s.since:
             since.append(s.since)
         if g.kind == "choice" or (g.kind == "api" and s.status in (*RUNS, "unknown")):
@@ -552,7 +623,7 @@ def _advise(a: Audit, key: str, db: Database) -> None:
         if rec.op == amp.OP:
             regions.setdefault(("|".join(rec.dtypes),), []).append(rec.source or "the traced autocast region")
     for named, sources in regions.items():
-        said = amp.caveat(r.device_type, r.dispatch_key, r.torch, named)
+        said = amp.caveat(r.device_type, r.dispatch_key, r.torch, named, retraced=v.traced_as is not None)
         if said:
             v.advice.append(f"{said} ({', '.join(sorted(set(sources))[:3])})")
     for g, s in skewed:
@@ -575,7 +646,7 @@ def _advise(a: Audit, key: str, db: Database) -> None:
         v.advice.append(f"ops on the CPU fallback are correct but slow (host copies); {r.fallback.switch}")
     limited: Counter[str] = Counter()
     limited_ops, skipped_ops = set(), set()
-    for g in a.groups:
+    for g in (x for x in a.traced.get(key, a.groups) if x is not None):  # as the target's trace ran them
         if (g.kind == "choice" and not g.dtypes) or not _judged_as_recorded(m, g):
             continue
         for c in m.caveats(g.op, g.dtypes):

@@ -32,8 +32,10 @@ def assert_runs_on(model: Any, inputs: Any = None, target: str | Sequence[str] =
     """Trace ``model`` on ``inputs`` (``opaudit.trace`` arguments: ``train=True``, ``mode=``, ``loss_fn=``...)
     and assert that every ``target`` runs it: no op at ``fail_on`` level or a worse one. Levels, worst first:
     ``missing``, ``version_skew``, ``unknown``, ``cpu_fallback``, ``composite``; the default, ``unknown``,
-    also fails where the data knows nothing about an op. Returns the audit."""
-    t = trace(model, inputs, **trace_kwargs)
+    also fails where the data knows nothing about an op. Returns the audit. A target whose torch runs the model's
+    autocast regions otherwise than CUDA is judged by a trace of the model as it runs them there."""
+    targets = [target] if isinstance(target, str) else list(target)
+    t = trace(model, inputs, **{"targets": targets, **trace_kwargs})
     return assert_trace_runs_on(t, target, fail_on=fail_on)
 
 

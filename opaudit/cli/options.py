@@ -130,6 +130,15 @@ class AuditOptions:
         pairs = (("html", self.html), ("csv", self.csv), ("markdown", self.markdown), ("json", self.audit_json))
         return {fmt: p for fmt, p in pairs if p is not None}
 
+    def audit_targets(self) -> list[str]:
+        """The targets the audit will check (the newest release of every vendor where none is named); none with
+        --no-audit."""
+        if self.no_audit:
+            return []
+        from opaudit.auditing import default_targets
+
+        return [*(self.targets or []), *(str(m) for m in self.matrices or [])] or default_targets()
+
     def check(self, trace_json: Path | None = None) -> None:
         """Before a long trace: the targets exist and every output (``trace_json``, the trace's own, too) can be
         written."""

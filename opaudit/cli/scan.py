@@ -92,7 +92,7 @@ def scan(
                 spec.make_model, spec.make_inputs, train=train, mode=mode.value, steps=steps,
                 loss_fn=spec.loss_fn, optimizer=spec.optimizer, amp=amp.value if amp else None,
                 shapes=shapes, progress=line.ops, on_mode=said, on_stage=line.stage, source=spec.source,
-                device=device.value,
+                device=device.value, targets=opts.audit_targets(),
             )
         finish(trace, json_path, top, quiet, opts)
 
@@ -131,7 +131,8 @@ def trace(
             raise OpauditError("no script given", hint="opaudit trace -- train.py --its --own --args")
         with LiveLine(f"trace {args[0]}", enabled=not quiet) as line:
             result = api.trace_script(args[0], args[1:], module=module, max_ops=max_ops, timeout=timeout,
-                                  shapes=shapes, progress=line.ops, device=device.value)
+                                      shapes=shapes, progress=line.ops, device=device.value,
+                                      targets=opts.audit_targets(), on_stage=line.stage)
         if result.meta.status == "stopped":
             err.print(f"{result.meta.error}; the trace holds what ran until then", style="yellow")
         finish(result, json_path, top, quiet, opts)

@@ -49,7 +49,8 @@ def missing(device_type: str, dispatch_key: str, torch_version: str | None) -> s
             "raises 'User specified an unsupported autocast device_type' there")
 
 
-def support(device_type: str, dispatch_key: str, torch_version: str | None, dtypes: tuple[str, ...]) -> Support:
+def support(device_type: str, dispatch_key: str, torch_version: str | None, dtypes: tuple[str, ...],
+            retraced: bool = False) -> Support:
     """The autocast regions of a group (``dtypes``: the dtype each named, "" for none) on a release of
     ``device_type``: ``version_skew`` where that PyTorch has no autocast for it, else ``native`` with a note where
     autocast is off there or runs in another dtype than CUDA would (:func:`caveat`)."""
@@ -60,7 +61,7 @@ def support(device_type: str, dispatch_key: str, torch_version: str | None, dtyp
     gone = missing(device_type, dispatch_key, torch_version)
     if gone:
         return Support("version_skew", since=rule["available"].removeprefix(">="), note=gone)
-    said = caveat(device_type, dispatch_key, torch_version, dtypes)
+    said = caveat(device_type, dispatch_key, torch_version, dtypes, retraced)
     return Support("native", note=said or f"autocast runs on {device_type}")
 
 
@@ -70,24 +71,27 @@ def _on_release(device_type: str, dispatch_key: str, torch_version: str | None) 
     return rule if rule is not None and holds(rule.get("available", ""), torch_version) else None
 
 
-def caveat(device_type: str, dispatch_key: str, torch_version: str | None, dtypes: tuple[str, ...]) -> str | None:
+def caveat(device_type: str, dispatch_key: str, torch_version: str | None, dtypes: tuple[str, ...],
+           retraced: bool = False) -> str | None:
     """What autocast does differently on the release than on CUDA, where it has autocast: off for a dtype it does
-    not list, another dtype by default, a condition of its own; None where it runs as on CUDA."""
+    not list, another dtype by default, a condition of its own; None where it runs as on CUDA. ``retraced``: the
+    code was traced again so (tracing/variants.py), and the region's ops are judged as they ran then."""
     rule = _on_release(device_type, dispatch_key, torch_version)
     if rule is None:
         return None
     listed = _dtypes(rule, torch_version)
     cuda = rules()["cuda"]["default"]
+    judged = ("the code was traced again so, and its ops are judged as they ran then" if retraced
+              else "its ops are judged here as the CUDA path ran them")
     said = []
     for named in dict.fromkeys(_named(dtypes)):
         want = named or rule["default"]
         if want not in listed:
             said.append(f"autocast in {want} is off on {device_type} in PyTorch {torch_version}, which lists "
-                        f"{' and '.join(listed)}: torch warns and the region runs in float32 (its ops are judged "
-                        "here as the CUDA path ran them)")
+                        f"{' and '.join(listed)}: torch warns and the region runs in float32 ({judged})")
         elif named is None and want != cuda:
             said.append(f"autocast on {device_type} runs in {want} where the program names no dtype (CUDA: {cuda}): "
-                        "its ops are judged here as the CUDA path ran them")
+                        f"{judged}")
         else:
             said += [f"autocast in {want} on {device_type}: {c['note']}" for c in rule.get("conditions", [])
                      if c["dtype"] == want and holds(c["versions"], torch_version)]
@@ -104,3 +108,60 @@ def disabled(device_type: str, dispatch_key: str, torch_version: str | None, dty
     listed = _dtypes(rule, torch_version)
     return None if want in listed else (f"PyTorch {torch_version} runs autocast on {device_type} in "
                                         f"{' and '.join(listed)} only")
+
+
+# -- where a region runs otherwise than on CUDA: the outcomes a re-trace follows ----------------------------------
+
+PREFIX = "autocast:"  # a trace variant's label: autocast:bfloat16=off, autocast:default=bfloat16
+
+
+def runs_in(device_type: str, dispatch_key: str, torch_version: str | None, named: str | None) -> str | None:
+    """The dtype a region naming ``named`` (None: the device's default) runs its low-precision ops in on the
+    release: a dtype name, or ``"off"`` where torch turns autocast off there (the region runs in float32); None where
+    the data does not know (a plugin's own list) or the release has no autocast for the device type."""
+    rule = _on_release(device_type, dispatch_key, torch_version)
+    if rule is None:
+        return None
+    want = named or rule["default"]
+    return want if want in _dtypes(rule, torch_version) else "off"
+
+
+def outcome(device_type: str, dispatch_key: str, torch_version: str | None, named: Any) -> dict[str, str]:
+    """For the regions of a trace (``named``: the dtype each named, "" for none), those that run otherwise on the
+    release than on CUDA: named -> what :func:`runs_in` says. Empty where every region runs as on CUDA."""
+    cuda = rules()["cuda"]["default"]
+    out = {}
+    for n in sorted(set(named)):
+        got = runs_in(device_type, dispatch_key, torch_version, n or None)
+        if got is not None and got != (n or cuda):
+            out[n] = got
+    return out
+
+
+def label(outcome: dict[str, str]) -> str:
+    """The label of a trace variant: ``autocast:bfloat16=off`` (regions naming bfloat16 run with autocast off),
+    ``autocast:default=bfloat16`` (regions naming no dtype run in bfloat16)."""
+    return PREFIX + ",".join(f"{k or 'default'}={v}" for k, v in sorted(outcome.items()))
+
+
+def parse(text: str) -> dict[str, str]:
+    """The outcome of a variant's label (:func:`label`)."""
+    out = {}
+    for part in text.removeprefix(PREFIX).split(","):
+        k, _, v = part.partition("=")
+        out["" if k == "default" else k] = v
+    return out
+
+
+def describe(outcome: dict[str, str]) -> str:
+    """``autocast off for regions in bfloat16``, ``regions naming no dtype in bfloat16``: a variant in words."""
+    said = []
+    for k, v in sorted(outcome.items()):
+        regions = f"regions in {k}" if k else "regions naming no dtype"
+        said.append(f"autocast off for {regions} (float32)" if v == "off" else f"{regions} in {v}")
+    return "; ".join(said)
+
+
+def named_regions(records: Any) -> set[str]:
+    """The dtypes the autocast regions of a trace's records named ("" for none)."""
+    return {(r.dtypes[0] if r.dtypes else "") for r in records if r.op == OP}

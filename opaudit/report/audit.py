@@ -123,6 +123,11 @@ def _group_json(g: OpGroup) -> dict[str, Any]:
             "dtypes": list(g.dtypes), "modules": list(g.modules), "sources": list(g.sources)}
 
 
+def _ran(g: OpGroup | None) -> dict[str, Any] | None:
+    """An op as a target's own trace ran it (Audit.traced): its calls and dtypes, None where it is not called."""
+    return None if g is None else {"calls": g.calls, "dtypes": list(g.dtypes)}
+
+
 def to_json(a: Audit) -> dict[str, Any]:
     """The audit as a versioned document (opaudit/report/audit.schema.json)."""
     selected = a.selected
@@ -131,7 +136,8 @@ def to_json(a: Audit) -> dict[str, Any]:
         ops.append({
             **_group_json(g),
             "results": {k: {"status": a.results[k][i].status, "via": a.results[k][i].via,
-                            "note": a.results[k][i].note, "caveats": list(a.caveats[k][i])} for k in selected},
+                            "note": a.results[k][i].note, "caveats": list(a.caveats[k][i]),
+                            **({"ran": _ran(a.traced[k][i])} if k in a.traced else {})} for k in selected},
         })
     used_sources = {s for g in (*a.groups, *a.host) for s in g.sources}
     used_modules = {m for g in (*a.groups, *a.host) for m in g.modules}

@@ -299,16 +299,22 @@ class RegionWatch:
     region on each target (matrix/amp.py). ``torch.cuda.amp.autocast`` passes float16 on where the program names no
     dtype, and is ported to ``torch.amp.autocast(device)``, whose dtype is then the device's default: its own
     ``__init__`` is wrapped too, to see what the program named (a rehearsal's device module, through
-    :func:`legacy_autocast`). Regions opaudit enters itself (``scan --amp``) are recorded the same way."""
+    :func:`legacy_autocast`). Regions opaudit enters itself (``scan --amp``) are recorded the same way.
 
-    def __init__(self, note: Callable[[str, str | None, Any], None]):
+    ``override(device type, dtype named)`` says how the region runs instead, in a re-trace that follows another
+    device's autocast (matrix/amp.py ``runs_in``): ``"off"`` (torch turns it off there), a dtype name, or None (as
+    asked). The region is recorded as the program wrote it all the same."""
+
+    def __init__(self, note: Callable[[str, str | None, Any], None],
+                 override: Callable[[str, str | None], str | None] | None = None):
         self._note = note  # (the device type asked for; the dtype named, or None; the caller's frame)
+        self._override = override
         self._saved: list[tuple[Any, Any]] = []
 
     def install(self) -> None:
         base = torch.amp.autocast_mode.autocast
         legacy = getattr(getattr(torch.cuda, "amp", None), "autocast", None)
-        note, thread = self._note, threading.get_ident()
+        note, override, thread = self._note, self._override, threading.get_ident()
         original = base.__dict__["__init__"]
 
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -317,9 +323,14 @@ class RegionWatch:
             if getattr(self, "_enabled", False) and threading.get_ident() == thread:
                 if named is _UNSET:
                     named = kwargs.get("dtype", args[1] if len(args) > 1 else None)
-                asked = kwargs.get("device_type", args[0] if args else None)
-                note(str(asked), str(named).removeprefix("torch.") if named is not None else None,
-                     sys._getframe(1))
+                asked = str(kwargs.get("device_type", args[0] if args else None))
+                name = str(named).removeprefix("torch.") if named is not None else None
+                note(asked, name, sys._getframe(1))
+                instead = override(asked, name) if override is not None else None
+                if instead == "off":  # as torch does for a dtype the device does not list: the region runs in float32
+                    self._enabled = False
+                elif instead is not None:
+                    self.fast_dtype = getattr(torch, instead)
 
         self._wrap(base, __init__)
         if isinstance(legacy, type) and issubclass(legacy, base) and "__init__" in legacy.__dict__:

@@ -96,6 +96,8 @@ class Recording:
         self.amp_low: torch.dtype | None = None  # set while a forward pass runs under autocast
         # the device types whose autocast regions are CUDA's (the simulated device's name too, on the simulator)
         self.cuda_names: set[str] = {"cuda"}
+        # a re-trace as another device runs autocast (matrix/amp.py outcome): dtype named ("" none) -> "off" or dtype
+        self.autocast_outcome: dict[str, str] = {}
         self.record_fns: list[bool] = []  # one per open profiler record: is it an optimizer's?
         self.optimizer_depth = 0
         self.optimizer_module: str | None = None
@@ -302,6 +304,11 @@ class Recording:
         device's default), at the program's line."""
         if device_type in self.cuda_names:
             self._note_api(AUTOCAST_OP, (dtype,) if dtype else (), frame)
+
+    def autocast_instead(self, device_type: str, dtype: str | None) -> str | None:
+        """How a region the program enters for CUDA runs in this recording, where it follows another device's
+        autocast (:attr:`autocast_outcome`): ``"off"``, a dtype name, or None (as the program asks)."""
+        return self.autocast_outcome.get(dtype or "") if device_type in self.cuda_names else None
 
     def note_legacy(self, cls: Any, frame) -> None:
         """A CUDA typed tensor class used (``torch.cuda.FloatTensor(n)``, ``x.type(torch.cuda.HalfTensor)``,
@@ -589,7 +596,7 @@ def recording(rec: Recording, note: Callable[[str], None] | None = None) -> Iter
     from opaudit.tracing import native
     watch = ChoiceWatch(rec.choice)
     apis = ApiWatch(rec)
-    regions = RegionWatch(rec.note_autocast)
+    regions = RegionWatch(rec.note_autocast, rec.autocast_instead)
     ext, why = (None, "asked for the Python recorder") if rec.python_only else native.usable(note)
     rec.engine, rec.engine_reason = ("native", None) if ext is not None else ("python", why)
     rec.compiled.__enter__()

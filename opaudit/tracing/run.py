@@ -6,8 +6,8 @@ import datetime
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -25,6 +25,7 @@ from opaudit.tracing.modes import MODES, prepare, twin
 from opaudit.tracing.recorder import Recording, TraceStopped, recording
 from opaudit.tracing.scalars import ScalarOracle, UserOracle
 from opaudit.tracing.schema import PHASES, Trace, TraceMeta
+from opaudit.tracing.variants import follow_autocast
 
 
 def build_trace(rec: Recording, *, mode: str, mode_reason: str, train: bool, steps: int = 0,
@@ -210,6 +211,7 @@ def trace(
     on_stage: Callable[[str], None] | None = None,
     source: dict | None = None,
     device: str | TraceDevice = "cpu",
+    targets: Sequence[Any] | None = None,
 ) -> Trace:
     """Run ``model`` on ``inputs`` under the recorder and return what it ran.
 
@@ -232,6 +234,10 @@ def trace(
     says: CUDA's autocast policy and an accelerator's optimizer defaults are applied there as always, but
     the code's own device branches see meta (the trace's warnings say so).
 
+    ``targets``: the targets the trace will be audited against (names or matrices). Where one of them runs an
+    autocast region otherwise than CUDA (off for the dtype, or in another one: matrix/amp.py), the model is traced
+    again that way, once per such outcome, and the audit judges those targets by that trace (``Trace.variants``).
+
     >>> t = opaudit.trace(resnet50(), torch.randn(2, 3, 64, 64), train=True)  # doctest: +SKIP
     >>> t.to_pandas().groupby("phase").calls.sum()                                           # doctest: +SKIP
     """
@@ -247,11 +253,16 @@ def trace(
                               source=source, device=device_name(device), given=isinstance(model, nn.Module))
     # the factories run on the CPU, as a CUDA script builds its model before model.to("cuda"); a model on meta
     # or fake tensors is not on the simulated device, whose set-up and device mapping would only cost time
-    prepared = _prepare(model, inputs, mode, train)
-    if not isinstance(device, str) and prepared.mode == "real":
-        with device.open() as sim:
-            return _trace(prepared, sim=sim, **kw)
-    return _trace(prepared, sim=None, **kw)
+    def once(chosen: str, outcome: dict[str, str] | None = None, **more: Any) -> Trace:
+        prepared = _prepare(model, inputs, chosen, train)
+        if not isinstance(device, str) and prepared.mode == "real":
+            with device.open() as sim:
+                return _trace(prepared, sim=sim, outcome=outcome, **{**kw, **more})
+        return _trace(prepared, sim=None, outcome=outcome, **{**kw, **more})
+
+    first = once(mode)
+    # again in the mode chosen the first time, saying nothing of it again
+    return follow_autocast(first, targets, lambda o: once(first.meta.mode, o, on_mode=None), on_stage)
 
 
 def _prepare(model: Any, inputs: Any, mode: str, train: bool) -> Any:
@@ -267,7 +278,7 @@ def _prepare(model: Any, inputs: Any, mode: str, train: bool) -> Any:
 
 def _trace(prepared: Any, *, train: bool, steps: int, loss_fn, optimizer, amp: str | None, shapes: bool,
            scalar_oracle: UserOracle | None, progress, on_mode, on_stage, source: dict | None, device: str,
-           given: bool, sim) -> Trace:
+           given: bool, sim, outcome: dict[str, str] | None = None) -> Trace:
     if on_mode is not None:
         on_mode(prepared.mode, prepared.reason)
     warnings: list[str] = []
@@ -290,9 +301,13 @@ def _trace(prepared: Any, *, train: bool, steps: int, loss_fn, optimizer, amp: s
                     split_host=prepared.device != "cpu")
     if simulated is not None:  # the simulated device stands for CUDA's autocast too
         rec.cuda_names.add(sim.name)
+    rec.autocast_outcome = dict(outcome or {})
     amp_dtype = AMP_DTYPES.get(amp) if amp else None
+    # what the region runs in: --amp's dtype, or as another device runs it in a re-trace (None: autocast off)
+    instead = rec.autocast_instead("cuda", str(amp_dtype).removeprefix("torch.")) if amp_dtype is not None else None
+    run_dtype = None if instead == "off" else getattr(torch, instead) if instead else amp_dtype
     # on the simulated device, autocast is the device's own (the simulation applies CUDA's policy on it)
-    autocast = CudaAutocast(amp_dtype) if amp_dtype is not None and simulated is None else None
+    autocast = CudaAutocast(run_dtype) if run_dtype is not None and simulated is None else None
     use_scaler = train and amp == "fp16"
     amp_meta = None
     if amp_dtype is not None:
@@ -325,12 +340,12 @@ def _trace(prepared: Any, *, train: bool, steps: int, loss_fn, optimizer, amp: s
         default = "meta" if prepared.mode == "meta" else sim.name if simulated is not None else None
         with default_device(default):
             if amp_dtype is not None and simulated is not None:
-                with _sim_amp_region(sim.name, rec, amp_dtype):
+                with _sim_amp_region(sim.name, rec, amp_dtype, run_dtype):
                     yield
-            elif autocast is None:
+            elif amp_dtype is None:
                 yield
             else:
-                with _amp_region(autocast, rec, amp_dtype):
+                with _amp_region(autocast, rec, amp_dtype, run_dtype):
                     yield
 
     try:
@@ -397,19 +412,22 @@ def _partial(rec: Recording, msg: str, common: dict, warnings: list[str]) -> Tra
 
 
 @contextmanager
-def _amp_region(autocast: CudaAutocast, rec: Recording, low: torch.dtype) -> Iterator[None]:
-    rec.amp_low = low
+def _amp_region(autocast: CudaAutocast | None, rec: Recording, low: torch.dtype,
+                run: torch.dtype | None) -> Iterator[None]:
+    """``scan --amp``'s region, recorded as torch.autocast's in ``low``; it runs in ``run`` (None: autocast off, in a
+    re-trace that follows a device where it is)."""
+    rec.amp_low = run
     rec.note_autocast("cuda", str(low).removeprefix("torch."), sys._getframe())  # recorded as torch.autocast's
     try:
-        with autocast.region():
+        with autocast.region() if autocast is not None else nullcontext():
             yield
     finally:
         rec.amp_low = None
 
 
 @contextmanager
-def _sim_amp_region(name: str, rec: Recording, low: torch.dtype) -> Iterator[None]:
-    rec.amp_low = low
+def _sim_amp_region(name: str, rec: Recording, low: torch.dtype, run: torch.dtype | None) -> Iterator[None]:
+    rec.amp_low = run  # torch.autocast's __init__ runs it in ``run`` (recorder.RegionWatch)
     try:
         with torch.autocast(name, dtype=low):
             yield

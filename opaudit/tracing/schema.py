@@ -146,6 +146,9 @@ class Trace:
     sources: dict[str, str] = field(default_factory=dict)  # "file:line" -> the code on that line
     # ops of other namespaces -> the dispatch keys that had kernels for them where they ran
     registrations: dict[str, Registration] = field(default_factory=dict)
+    # the same code traced again as another device runs its autocast regions (tracing/variants.py): the label of
+    # the outcome (matrix/amp.py label: "autocast:bfloat16=off") -> that trace's records
+    variants: dict[str, list[OpRecord]] = field(default_factory=dict)
 
     # -- queries -------------------------------------------------------------------------------
     @property
@@ -225,6 +228,8 @@ class Trace:
             "sources": dict(sorted(self.sources.items())),
             "records": [r.to_json() for r in self.records],
             "registrations": {op: reg.to_json() for op, reg in sorted(self.registrations.items())},
+            **({"variants": {k: [r.to_json() for r in v] for k, v in sorted(self.variants.items())}}
+               if self.variants else {}),
         }
 
     @classmethod
@@ -293,17 +298,20 @@ def _parse(text: str, data: Any, origin: str) -> Trace:
         raise InputError(f"{origin} is damaged: {_describe(e)}",
                          hint="the trace format is documented in docs/trace-format.md "
                               "(JSON Schema: opaudit/tracing/trace.schema.json)") from None
-    for i, r in enumerate(doc.records):
-        for name, value, allowed in (("kind", r.kind, KINDS), ("phase", r.phase, PHASES), ("where", r.where, PLACES)):
-            if value not in allowed:
-                raise InputError(f"{origin} is damaged: records[{i}].{name}: {value!r} is not one of "
-                                 + ", ".join(allowed))
-        if r.calls < 1:
-            raise InputError(f"{origin} is damaged: records[{i}].calls: {r.calls} (at least 1)")
+    for where, records in [("records", doc.records),
+                           *((f"variants[{k!r}]", v) for k, v in doc.variants.items())]:
+        for i, r in enumerate(records):
+            for name, value, allowed in (("kind", r.kind, KINDS), ("phase", r.phase, PHASES),
+                                         ("where", r.where, PLACES)):
+                if value not in allowed:
+                    raise InputError(f"{origin} is damaged: {where}[{i}].{name}: {value!r} is not one of "
+                                     + ", ".join(allowed))
+            if r.calls < 1:
+                raise InputError(f"{origin} is damaged: {where}[{i}].calls: {r.calls} (at least 1)")
     if doc.meta.mode not in MODES:
         raise InputError(f"{origin} is damaged: meta.mode: {doc.meta.mode!r} is not one of " + ", ".join(MODES))
     return Trace(meta=doc.meta, records=doc.records, modules=doc.modules, sources=doc.sources,
-                 registrations=doc.registrations)
+                 registrations=doc.registrations, variants=doc.variants)
 
 
 def _describe(e: Any) -> str:
@@ -332,6 +340,7 @@ class _Document:
     sources: dict[str, str]
     records: list[OpRecord]
     registrations: dict[str, Registration] = field(default_factory=dict)
+    variants: dict[str, list[OpRecord]] = field(default_factory=dict)
 
 
 @cache

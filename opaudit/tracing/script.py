@@ -13,15 +13,17 @@ import runpy
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import Any
 
 from opaudit.errors import InputError, UserCodeError, describe_exception, user_frames
 from opaudit.tracing.device import TraceDevice, check_device, device_name, simulated_meta
 from opaudit.tracing.recorder import TraceStopped
 from opaudit.tracing.run import Recorder
 from opaudit.tracing.schema import Trace
+from opaudit.tracing.variants import follow_autocast
 
 
 def locate(target: str, module: bool) -> tuple[str, str]:
@@ -101,38 +103,49 @@ def trace_script(
     shapes: bool = False,
     progress: Callable[[int], None] | None = None,
     device: str | TraceDevice = "cpu",
+    targets: Sequence[Any] | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> Trace:
     """Run ``target`` (a script path, or a module name with ``module=True``) as ``__main__``, on ``device``:
     ``cpu`` as it is, or a device tracing is given (tracing.device: ``opaudit.standin.cuda()``, simulated on the
-    CPU, so that the script takes its CUDA branches; ``opaudit trace`` does it by default)."""
+    CPU, so that the script takes its CUDA branches; ``opaudit trace`` does it by default).
+
+    ``targets``: the targets the trace will be audited against. Where one of them runs an autocast region of the
+    script otherwise than CUDA (off for the dtype, or in another one), the script runs again that way, once per such
+    outcome (``Trace.variants``; ``on_stage`` hears of each)."""
     check_device(device)
     argv = list(argv or [])
     path0, shown = locate(target, module)
     source = {"kind": "script", "path": shown, "argv": argv, "module": module}
-    rec = Recorder(shapes=shapes, max_ops=max_ops, timeout=timeout, progress=progress, source=source,
-                   device=device_name(device))
-    failure: BaseException | None = None
-    try:
-        with argv_and_path([shown, *argv], path0), _alarm(timeout, rec), \
-                (nullcontext() if isinstance(device, str) else device.open()) as sim:
-            rec.simulated = simulated_meta(sim)
-            with rec:
-                run_main(target, module)
-    except SystemExit as e:
-        if e.code not in (None, 0):
+
+    def once(outcome: dict[str, str] | None = None) -> Trace:
+        rec = Recorder(shapes=shapes, max_ops=max_ops, timeout=timeout, progress=progress, source=source,
+                       device=device_name(device))
+        rec.recording.autocast_outcome = dict(outcome or {})
+        failure: BaseException | None = None
+        try:
+            with argv_and_path([shown, *argv], path0), _alarm(timeout, rec), \
+                    (nullcontext() if isinstance(device, str) else device.open()) as sim:
+                rec.simulated = simulated_meta(sim)
+                with rec:
+                    run_main(target, module)
+        except SystemExit as e:
+            if e.code not in (None, 0):
+                failure = e
+        except KeyboardInterrupt:
+            rec.status, rec.error = "stopped", "interrupted (Ctrl-C)"
+        except TraceStopped as e:  # raised by the alarm between ops, outside the recorder's own check
+            rec.status, rec.error = "stopped", str(e)
+        except Exception as e:
             failure = e
-    except KeyboardInterrupt:
-        rec.status, rec.error = "stopped", "interrupted (Ctrl-C)"
-    except TraceStopped as e:  # raised by the alarm between ops, outside the recorder's own check
-        rec.status, rec.error = "stopped", str(e)
-    except Exception as e:
-        failure = e
-    if failure is None:
-        return rec.trace
-    if isinstance(failure, SystemExit):
-        msg = f"{shown} exited with status {failure.code!r}"
-    else:
-        msg = f"{shown} failed: {describe_exception(failure)}"
-    rec.status, rec.error = "partial", msg
-    raise UserCodeError(msg, details=user_frames(failure),
-                        partial=rec.trace if rec.recording.total else None) from None
+        if failure is None:
+            return rec.trace
+        if isinstance(failure, SystemExit):
+            msg = f"{shown} exited with status {failure.code!r}"
+        else:
+            msg = f"{shown} failed: {describe_exception(failure)}"
+        rec.status, rec.error = "partial", msg
+        raise UserCodeError(msg, details=user_frames(failure),
+                            partial=rec.trace if rec.recording.total else None) from None
+
+    return follow_autocast(once(), targets, once, on_stage)
