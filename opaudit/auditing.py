@@ -193,6 +193,9 @@ class Audit:
     # per target judged by a variant of the trace (Verdict.traced_as): each group as that variant ran it (None: not
     # called there), in the order of ``groups``
     traced: dict[str, list[OpGroup | None]] = field(default_factory=dict)
+    # per selected target, the groups only some of whose calls fail there (one dtype signature of several): by index
+    # in ``groups``, those calls alone (their dtypes, modules and lines)
+    failing: dict[str, dict[int, OpGroup]] = field(default_factory=dict)
     _frame: pd.DataFrame | None = field(default=None, repr=False)
 
     # -- views -------------------------------------------------------------------------------------
@@ -210,9 +213,7 @@ class Audit:
         cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
         for key in keys:
             v = self.verdicts[key]
-            ran = self.traced.get(key) or [None] * len(self.groups)
-            for g0, seen, s, cav in zip(self.groups, ran, self.results[key], self.caveats[key], strict=True):
-                g = seen or g0  # the calls as this target's trace made them
+            for g, s, cav in zip(self.rows(key), self.results[key], self.caveats[key], strict=True):
                 cols["target"].append(key)
                 cols["vendor"].append(v.vendor)
                 cols["release"].append(v.release)
@@ -233,6 +234,18 @@ class Audit:
         df = pd.DataFrame(cols, columns=COLUMNS)
         df["status"] = pd.Categorical(df["status"], categories=list(STATUSES), ordered=True)
         return df
+
+    def rows(self, key: str) -> list[OpGroup]:
+        """``groups`` as target ``key`` is judged on them: as the trace of its own autocast ran them (``traced``), and
+        where some of a group's calls fail there, those calls alone (``failing``)."""
+        ran, narrow = self.traced.get(key), self.failing.get(key, {})
+        if ran is None and not narrow:
+            return self.groups
+        out = []
+        for i, g in enumerate(self.groups):
+            seen = ran[i] if ran is not None else None
+            out.append(narrow.get(i) or seen or g)
+        return out
 
     def verdict(self, target: str) -> Verdict:
         if target in self.verdicts:
@@ -327,6 +340,8 @@ def audit(trace: Trace, targets: Sequence[str | Matrix] | None = None, *, landsc
     caveats: dict[str, list[list[str]]] = {}
     verdicts: dict[str, Verdict] = {}
     traced: dict[str, list[OpGroup | None]] = {}
+    failing: dict[str, dict[int, OpGroup]] = {}
+    calls_of: dict[str | None, dict[tuple, list[OpRecord]]] = {}  # per trace view: (group key, dtypes) -> records
     for key, m in matrices.items():
         r = m.release
         label = amp.label(o) if (o := amp.outcome(r.device_type, r.dispatch_key, r.torch, named)) else None
@@ -340,11 +355,22 @@ def audit(trace: Trace, targets: Sequence[str | Matrix] | None = None, *, landsc
         caveats[key] = [_caveats(m, v, retraced=label is not None) if v is not None else [] for v in seen]
         if label is not None:
             traced[key] = seen
-        verdicts[key] = _verdict(m, groups, results[key], caveats[key], key in selected,
+        rows = [v if v is not None else g for g, v in zip(groups, seen, strict=True)]
+        if key in selected:
+            if label not in calls_of:
+                calls_of[label] = _calls_by_signature(trace.variants[label] if label else trace.device_records)
+            narrow = _failing_calls(m, rows, results[key], calls_of[label], trace)
+            if narrow:
+                failing[key] = {i: n for i, (n, _) in narrow.items()}
+                rows = [failing[key].get(i, r) for i, r in enumerate(rows)]
+                for i, (_, said) in narrow.items():
+                    s = results[key][i]
+                    results[key][i] = replace(s, note=f"{said}; {s.note}" if s.note else said)
+        verdicts[key] = _verdict(m, rows, results[key], caveats[key], key in selected,
                                  called=[v is not None for v in seen])
         verdicts[key].traced_as = label
     result = Audit(trace, groups, matrices, selected, results, caveats, verdicts, list(fallback),
-                   op_groups(trace, host=True), traced=traced)
+                   op_groups(trace, host=True), traced=traced, failing=failing)
     for key in selected:
         _advise(result, key, db)
     return result
@@ -450,6 +476,40 @@ def _variant_views(trace: Trace, groups: list[OpGroup]) -> dict[str | None, dict
                 groups.append(g)
                 rows.add(k)
     return views
+
+
+_NARROWED = ("missing", "cpu_fallback", "unknown", "version_skew")
+
+
+def _calls_by_signature(records: Sequence[OpRecord]) -> dict[tuple, list[OpRecord]]:
+    out: dict[tuple, list[OpRecord]] = {}
+    for r in records:
+        out.setdefault((r.op, r.kind, r.phase, r.within, "|".join(r.dtypes)), []).append(r)
+    return out
+
+
+def _failing_calls(m: Matrix, rows: list[OpGroup], results: list[Support], calls: dict[tuple, list[OpRecord]],
+                   trace: Trace) -> dict[int, tuple[OpGroup, str]]:
+    """The groups of several dtype signatures that fail on ``m`` for some of them only: by index, the failing calls
+    alone as a group, and a note saying which (``_to_copy`` missing for its float32->float64 copy, not for its
+    other calls: the lines shown are that copy's)."""
+    out = {}
+    for i, (g, s) in enumerate(zip(rows, results, strict=True)):
+        if s.status not in _NARROWED or g.kind not in ("op", "custom") or len(g.dtypes) < 2:
+            continue
+        each = {d: _status(m, replace(g, dtypes=(d,)), trace).status for d in g.dtypes}
+        bad = [d for d, st in each.items() if st == s.status]
+        if not bad or len(bad) == len(g.dtypes):
+            continue
+        records = [r for d in bad for r in calls.get((*_group_key(g), d), ())]
+        if not records:
+            continue
+        narrowed = _grouped(records)[0]
+        shown = ", ".join(d or "no dtype" for d in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        runs = all(st in RUNS for st in each.values() if st != s.status)
+        others = "; its other calls run on the device" if runs else ""
+        out[i] = narrowed, f"{s.status} for its calls in {shown} only ({narrowed.calls:,} of {g.calls:,}){others}"
+    return out
 
 
 def _as_run(s: Support, g: OpGroup, ran: OpGroup, label: str) -> Support:

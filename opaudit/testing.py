@@ -55,7 +55,7 @@ def _message(a: Audit, failing: list[str], level: str, limit: int = 10) -> str:
     for key in failing:
         v = a.verdicts[key]
         lines.append(f"{key} (PyTorch {v.torch}): {v.summary}")
-        rows = [(g, s) for g, s in zip(a.groups, a.results[key], strict=True)
+        rows = [(g, s) for g, s in zip(a.rows(key), a.results[key], strict=True)
                 if s.status in bad and g.kind != "choice" and not (g.kind == "api" and s.status in RUNS)]
         rows.sort(key=lambda gs: -gs[0].calls)
         for g, s in rows[:limit]:

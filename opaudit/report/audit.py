@@ -128,6 +128,11 @@ def _ran(g: OpGroup | None) -> dict[str, Any] | None:
     return None if g is None else {"calls": g.calls, "dtypes": list(g.dtypes)}
 
 
+def _failing(g: OpGroup) -> dict[str, Any]:
+    """The calls of an op that fail on a target where its others do not (Audit.failing)."""
+    return {"calls": g.calls, "dtypes": list(g.dtypes), "modules": list(g.modules), "sources": list(g.sources)}
+
+
 def to_json(a: Audit) -> dict[str, Any]:
     """The audit as a versioned document (opaudit/report/audit.schema.json)."""
     selected = a.selected
@@ -137,7 +142,9 @@ def to_json(a: Audit) -> dict[str, Any]:
             **_group_json(g),
             "results": {k: {"status": a.results[k][i].status, "via": a.results[k][i].via,
                             "note": a.results[k][i].note, "caveats": list(a.caveats[k][i]),
-                            **({"ran": _ran(a.traced[k][i])} if k in a.traced else {})} for k in selected},
+                            **({"ran": _ran(a.traced[k][i])} if k in a.traced else {}),
+                            **({"failing": _failing(a.failing[k][i])} if i in a.failing.get(k, {}) else {})}
+                        for k in selected},
         })
     used_sources = {s for g in (*a.groups, *a.host) for s in g.sources}
     used_modules = {m for g in (*a.groups, *a.host) for m in g.modules}
@@ -197,7 +204,14 @@ def csv_text(a: Audit) -> str:
             "calls", "dtypes", "modules", "sources", "caveats", "where"]
     out = [piece(cols)[:-1] + "\n"]
     ops = [piece([g.op, g.kind, g.phase, cell(g.within)]) for g in a.groups]
-    uses = [piece([g.calls, cell(g.dtypes), cell(g.modules), cell(g.sources)]) for g in a.groups]
+    pieces: dict[int, str] = {}  # a group's calls, dtypes, modules and lines, once per group object
+
+    def use(g: OpGroup) -> str:
+        text = pieces.get(id(g))
+        if text is None:
+            text = pieces[id(g)] = piece([g.calls, cell(g.dtypes), cell(g.modules), cell(g.sources)])
+        return text
+
     results: dict[tuple, str] = {}
     caveats: dict[tuple, str] = {}
     for key in a.matrices:  # the frame's order: every audited target, selected first
@@ -205,7 +219,7 @@ def csv_text(a: Audit) -> str:
         if not v.selected:
             continue
         target = piece([key, v.vendor, v.release, v.torch])
-        for op, use, s, cav in zip(ops, uses, a.results[key], a.caveats[key], strict=True):
+        for op, g, s, cav in zip(ops, a.rows(key), a.results[key], a.caveats[key], strict=True):
             r = (s.status, s.via, s.note)
             res = results.get(r)
             if res is None:
@@ -214,7 +228,7 @@ def csv_text(a: Audit) -> str:
             cv = caveats.get(c)
             if cv is None:
                 cv = caveats[c] = piece([cell(c)]) + "device\n"
-            out.append(target + op + res + use + cv)
+            out.append(target + op + res + use(g) + cv)
     for g in a.host:
         out.append(piece(["", "", "", "", g.op, g.kind, g.phase, cell(g.within), "", "", "", g.calls, cell(g.dtypes),
                           cell(g.modules), cell(g.sources), "", "host"])[:-1] + "\n")

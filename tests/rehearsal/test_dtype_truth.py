@@ -88,3 +88,22 @@ def test_a_factorys_dtype_is_judged_as_the_rehearsal_judges_it(engine, tmp_path)
     code, _, err = run_cli("run", "--simulate", "mps", "--strict", "--", str(script), cwd=tmp_path)
     lines = [n for n, text in enumerate(script.read_text().splitlines(), 1) if "dtype=torch.float64" in text]
     assert code == 3 and f"{script}:{lines[0]}" in err and "float64" in err, err[-1500:]
+
+
+def test_an_op_failing_for_one_dtype_names_only_the_lines_of_that_dtype(program_traces):
+    """``_to_copy`` runs on MPS for the model's move to the device (float32) and fails for ``.double()``: the row, its
+    calls and its lines on mps are the float64 copies' alone, as the rehearsal stops there, not at the model's line."""
+    a = opaudit.audit(program_traces["float64-stats"], ["mps", "ascend"])
+    lines = {text.strip(): f"{SCRIPT}:{n}" for n, text in enumerate(SCRIPT.read_text().splitlines(), 1)}
+    moved, doubled = lines["model = torch.nn.Linear(4, 2).to(device)"], lines["running += y.detach().double().mean(0)"]
+    frame = a.frame.set_index(["target", "op", "phase"])
+    mps = frame.loc[(a.verdict("mps").target, "aten::_to_copy.default", "forward")]
+    whole = frame.loc[(a.verdict("ascend").target, "aten::_to_copy.default", "forward")]
+    assert mps["status"] == "missing" and doubled in mps["sources"] and moved not in mps["sources"]
+    assert all("float64" in d for d in mps["dtypes"]) and mps["calls"] < whole["calls"]
+    assert whole["status"] in ("native", "composite") and moved in whole["sources"]
+    assert "missing for its calls in float32->float64" in mps["note"]
+    assert "its other calls run on the device" in mps["note"]
+    # the verdict counts those calls only
+    i = next(i for i, g in enumerate(a.groups) if g.op == "aten::_to_copy.default" and g.phase == "forward")
+    assert a.failing[a.verdict("mps").target][i].calls == mps["calls"]
