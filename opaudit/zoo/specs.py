@@ -594,7 +594,21 @@ def _build_config(spec: str, make: Callable[[dict[str, Any]], Any], overrides: d
         raise
     except Exception as e:
         raise InputError(f"{spec}: the configuration cannot be built: {describe_exception(e)}") from None
+    if overrides:
+        _check_experts(spec, config)
     return config
+
+
+def _check_experts(spec: str, config: Any) -> None:
+    """A Mixture-of-Experts configuration whose router picks more experts per token than it has (experts cut
+    below the default ``num_experts_per_tok``) fails in the model's own ``torch.topk``: said before, with the fix."""
+    for experts_field in ("num_local_experts", "num_experts", "n_routed_experts"):
+        experts = _get(config, experts_field)
+        per_token = _get(config, "num_experts_per_tok")
+        if isinstance(experts, int) and isinstance(per_token, int) and 1 <= experts < per_token:
+            raise InputError(f"{spec}: num_experts_per_tok={per_token} is more than the {experts} experts "
+                             f"({experts_field}): the router picks the top {per_token} experts of each token",
+                             hint=f"set num_experts_per_tok={experts} or fewer too")
 
 
 def _first(config: Any, *names: str, default: Any = None, depth: int = 0) -> Any:

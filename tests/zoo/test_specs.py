@@ -111,6 +111,8 @@ def test_the_local_hugging_face_cache_and_offline_message(tmp_path, monkeypatch)
     ("hf:bert:Nonsense", "bert has no Nonsense head"),  # a head no model has (was: no model type 'bert:Nonsense')
     ("hf:llama?num_hidden_layers=x", "the configuration cannot be built"),
     ("diffusers:UNet9000", "has no model class 'UNet9000'"),
+    # experts cut below the router's default top-k: said, where the model's own torch.topk failed in the forward
+    ("hf:qwen3_moe?num_local_experts=4", r"num_experts_per_tok=8 is more than the 4 experts \(num_local_experts\)"),
 ])
 def test_bad_specs_are_input_errors(spec, message):
     with pytest.raises(InputError, match=message):
