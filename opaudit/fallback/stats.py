@@ -132,8 +132,10 @@ class Stats:
 
     def lines(self) -> list[str]:
         """A few lines for a terminal."""
-        parts = [f"{PATH_TEXT[p]}: {int(r['calls']):,} calls" + (f" / {int(r['ops'])} ops" if r["ops"] else "")
-                 for p, r in self.summary().items()]
+        parts = []
+        for p, r in self.summary().items():
+            ops = f" / {_n(int(r['ops']), 'op')}" if r["ops"] else ""
+            parts.append(f"{PATH_TEXT[p]}: {_n(int(r['calls']), 'call')}{ops}")
         how = f"{self.kind}, device {self.device}" + (f", {self.engine} engine" if self.engine else "")
         out = [f"fallback on {self.target} ({how}): " + (", ".join(parts) or "no op ran")]
         fallen = self.fallen_back()
@@ -146,12 +148,24 @@ class Stats:
         if len(fallen) > 20:
             out.append(f"  ... and {len(fallen) - 20} more")
         out += [f"warning: {w}" for w in self.warnings]
+        newer = self.newer()
+        if newer:
+            shown = ", ".join(f"{s.op} ({s.calls:,})" for s in newer[:8]) + (
+                f" and {len(newer) - 8} more" if len(newer) > 8 else "")
+            n = f"{len(newer)} op" + ("s" if len(newer) > 1 else "")
+            out.append(f"not in the target's PyTorch, run as this torch runs them ({n}; the audit: version_skew; an "
+                       f"API the program calls stops --strict): {shown}")
         unknown = self.unknown()
         if unknown:
             shown = ", ".join(s.op for s in unknown[:8]) + (f" and {len(unknown) - 8} more" if len(unknown) > 8 else "")
             n = f"{len(unknown)} op" + ("s" if len(unknown) > 1 else "")
             out.append(f"unknown to the data, run as if native ({n}; --strict-unknown stops on them): {shown}")
         return out
+
+    def newer(self) -> list[OpStat]:
+        """The ops and APIs the target's PyTorch lacks (simulation: the installed torch ran them), most calls first."""
+        return sorted((s for s in self.ops.values() if s.status == "version_skew" and s.calls),
+                      key=lambda s: (-s.calls, s.op))
 
     def unknown(self) -> list[OpStat]:
         """The ops whose status the data does not know (simulation), run as if native, most calls first."""
@@ -183,6 +197,10 @@ class Stats:
     @classmethod
     def load(cls, path: str | Path) -> Stats:
         return cls.from_json(json.loads(Path(path).read_text()))
+
+
+def _n(count: int, what: str) -> str:
+    return f"{count:,} {what}{'s' if count != 1 else ''}"
 
 
 def _size(n: float) -> str:

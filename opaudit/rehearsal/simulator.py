@@ -40,7 +40,7 @@ from opaudit.fallback.references import AS_GENERIC_PATH, RehearsalLimit
 from opaudit.fallback.roundtrip import argument, signature
 from opaudit.fallback.stats import OpStat, Stats, user_line, warn_at_user
 from opaudit.matrix.registrations import read as read_registration
-from opaudit.rehearsal import memory, native
+from opaudit.rehearsal import memory, native, skew
 from opaudit.rehearsal.device import SimDevice
 from opaudit.rehearsal.device import enter as enter_device
 from opaudit.rehearsal.paths import Detour, detours, limit, own_kernel_detours
@@ -442,6 +442,7 @@ class Simulator:
                 self._undo.insert(0, self._native_done)
             if self._own:
                 self._undo.append(self._watch_own_kernels().remove)
+            self._undo.append(skew.watch(self))  # the APIs the target's PyTorch lacks (rehearsal/skew.py)
             # torch.compile runs eagerly: the rehearsal checks the device's eager ops (tracing/compiled.py)
             compiled = EagerCompile().__enter__()
             self._undo.append(lambda: self._compiled_done(compiled))

@@ -33,7 +33,7 @@ import torch
 
 from opaudit.torchcompat import TensorBase
 from opaudit.tracing.choices import choice_entries
-from opaudit.tracing.patching import Patches, references
+from opaudit.tracing.patching import Patches, references, standing
 from opaudit.tracing.shapes import shapes as shapes_of
 
 _CIA = "CompositeImplicitAutograd"
@@ -200,9 +200,10 @@ class ApiWatch(Patches):
         originals: dict[int, Any] = {}
         for holder, attr, key in api_entries():
             original = getattr(holder, attr)
-            original = getattr(original, "__opaudit_original__", original)
-            if not isinstance(original, _BUILTIN):  # replaced by someone else (a choice wrapper): left alone
-                continue
+            if id(original) not in standing:  # (a simulation's wrapper stands for the builtin: wrapped in turn)
+                original = getattr(original, "__opaudit_original__", original)
+                if not isinstance(original, _BUILTIN):  # replaced by someone else (a choice wrapper): left alone
+                    continue
             w = wrappers.get(id(original))
             if w is None:
                 w = wrappers[id(original)] = _wrapper(original, key)

@@ -110,7 +110,7 @@ def test_the_fallback_summary_of_a_rehearsal(browser, tmp_path):
     assert events["console"] == [] and events["requests"] == [html.as_uri()]
     assert page.locator("h2", has_text="Fallback on musa@1.2.1").is_visible()
     summary = page.locator("#fallback-summary-1").text_content()
-    assert "a CPU rehearsal (musa)" in summary and "a CPU round trip: 2 calls / 1 ops" in summary
+    assert "a CPU rehearsal (musa)" in summary and "a CPU round trip: 2 calls / 1 op" in summary
     rows = page.locator("table.fallback tbody tr")
     st = json.loads(stats.read_text())
     fell = [o for o in st["ops"] if o["path"] != "native"]
