@@ -115,6 +115,13 @@ def disabled(device_type: str, dispatch_key: str, torch_version: str | None, dty
 PREFIX = "autocast:"  # a trace variant's label: autocast:bfloat16=off, autocast:default=bfloat16
 
 
+def default(device_type: str, dispatch_key: str, torch_version: str | None) -> str | None:
+    """The dtype autocast runs in on the release where the program names none (None where the data does not know,
+    or the release has no autocast for the device type)."""
+    rule = _on_release(device_type, dispatch_key, torch_version)
+    return rule["default"] if rule is not None else None
+
+
 def runs_in(device_type: str, dispatch_key: str, torch_version: str | None, named: str | None) -> str | None:
     """The dtype a region naming ``named`` (None: the device's default) runs its low-precision ops in on the
     release: a dtype name, or ``"off"`` where torch turns autocast off there (the region runs in float32); None where

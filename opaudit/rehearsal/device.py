@@ -291,8 +291,10 @@ class SimDevice(types.ModuleType):
         return True
 
     def _autocast(self, enabled: bool = True, dtype: torch.dtype | None = None, cache_enabled: bool = True):
-        # (float16 where the program names no dtype, as torch.cuda.amp.autocast; a recording sees what it named)
-        return legacy_autocast(self.device_name, dtype, enabled=enabled, cache_enabled=cache_enabled)
+        # (where the program names no dtype, the device's default: torch.cuda.amp.autocast() ported is
+        # torch.amp.autocast(device), CUDA's float16 on CUDA; a recording sees what it named)
+        return legacy_autocast(self.device_name, dtype, default=self.get_autocast_dtype(), enabled=enabled,
+                               cache_enabled=cache_enabled)
 
     def _grad_scaler(self, *args: Any, **kwargs: Any) -> Any:
         return torch.amp.GradScaler(self.device_name, *args, **kwargs)
@@ -690,12 +692,22 @@ def _foreach_native(sim: Simulator) -> Callable[[], None]:
 
 
 def _autocast(sim: Simulator) -> Callable[[], None]:
+    """CUDA's autocast policy on the device, in the device type's default dtype where the program names none (the
+    target's, where the data knows it: xla's bfloat16; matrix/amp.py), as the audit judges a region naming none."""
     from opaudit.tracing.autocast import CudaAutocast
 
     name = sim.name
     policy = CudaAutocast(torch.float16, key="AutocastPrivateUse1", low=lambda: torchcompat.autocast_dtype(name))
     policy.install()  # (its cast cache is cleared with torch's: trace.autocast)
-    return policy.uninstall
+    before = torchcompat.autocast_dtype(name)
+    default = autocast_rules.default(sim.device_type, sim.release.dispatch_key, sim.release.torch)
+    if default is not None:
+        torchcompat.set_autocast_dtype(name, getattr(torch, default))
+
+    def undo() -> None:
+        policy.uninstall()
+        torchcompat.set_autocast_dtype(name, before)
+    return undo
 
 
 def _newer_amp(sim: Simulator) -> Callable[[], None]:

@@ -281,14 +281,16 @@ def policy_dtypes(op: str, dtypes: tuple, low: torch.dtype) -> tuple:
 NAMED = "_opaudit_named"  # set on an autocast object before its __init__: the dtype the program named (None: none)
 
 
-def legacy_autocast(device_type: str, dtype: torch.dtype | None = None, **kwargs: Any) -> Any:
+def legacy_autocast(device_type: str, dtype: torch.dtype | None = None, *, default: torch.dtype = torch.float16,
+                    **kwargs: Any) -> Any:
     """``torch.autocast(device_type)`` for a device module's ``amp.autocast(enabled, dtype=float16, ...)`` (the
-    signature of torch.cuda.amp.autocast, which a rehearsal's device module copies), float16 where the program names
-    no dtype, telling a recording (:class:`RegionWatch`) which dtype the program named."""
+    signature of torch.cuda.amp.autocast, which a rehearsal's device module copies), in ``default`` where the program
+    names no dtype (CUDA's float16; a rehearsed device's own default, as the port ``torch.amp.autocast(device)``
+    takes), telling a recording (:class:`RegionWatch`) which dtype the program named."""
     cls = torch.amp.autocast_mode.autocast
     obj = cls.__new__(cls)
     obj.__dict__[NAMED] = dtype
-    cls.__init__(obj, device_type, dtype=torch.float16 if dtype is None else dtype, **kwargs)
+    cls.__init__(obj, device_type, dtype=default if dtype is None else dtype, **kwargs)
     return obj
 
 

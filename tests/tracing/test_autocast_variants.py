@@ -93,14 +93,17 @@ def test_each_target_is_judged_by_the_trace_of_its_own_autocast(traced):
     assert "autocast in bfloat16 is off on mps in PyTorch 2.5.0" in advice and "traced again so" in advice
 
 
-def test_the_trace_again_is_what_a_rehearsal_of_the_target_runs(traced):
-    """Differential: the forward and backward ops the audit judges mps@2.5.0 by are the ones a strict rehearsal of
-    mps@2.5.0 runs (torch turns the bfloat16 region off there); the CUDA trace's are not."""
+@pytest.mark.parametrize("target, label", [("mps@2.5.0", "autocast:bfloat16=off"),
+                                           ("xla@2.9.0", "autocast:default=bfloat16")])
+def test_the_trace_again_is_what_a_rehearsal_of_the_target_runs(traced, target, label):
+    """Differential: the forward and backward ops the audit judges a target by are the ones a strict rehearsal of
+    the target runs (torch turns the bfloat16 region off on mps@2.5.0; xla runs a region naming no dtype in its
+    default, bfloat16); the CUDA trace's are not."""
     trace, _, tmp = traced
-    rc, out, err = run_cli("run", "--simulate", "mps@2.5.0", "--strict", "--audit-json", "r.json", "--",
+    rc, out, err = run_cli("run", "--simulate", target, "--strict", "--audit-json", f"r-{target}.json", "--",
                            str(SCRIPT), cwd=tmp)
     assert rc == 0, err[-2000:]
-    rehearsal = json.loads((tmp / "r.json").read_text())
+    rehearsal = json.loads((tmp / f"r-{target}.json").read_text())
     ran = {(o["op"], o["phase"], tuple(d.split("|")) if d else ()) for o in rehearsal["ops"]
            if o["kind"] == "op" and o["phase"] != "optimizer" for d in o["dtypes"]}
 
@@ -108,7 +111,7 @@ def test_the_trace_again_is_what_a_rehearsal_of_the_target_runs(traced):
         return {(r.op, r.phase, r.dtypes) for r in records
                 if r.kind == "op" and r.phase != "optimizer" and r.where != "host"}
 
-    assert ops(trace.variants["autocast:bfloat16=off"]) == ran
+    assert ops(trace.variants[label]) == ran
     assert ops(trace.records) != ran
 
 
