@@ -236,15 +236,18 @@ class Audit:
         return df
 
     def rows(self, key: str) -> list[OpGroup]:
-        """``groups`` as target ``key`` is judged on them: as the trace of its own autocast ran them (``traced``), and
-        where some of a group's calls fail there, those calls alone (``failing``)."""
+        """``groups`` as target ``key`` is judged on them: as the trace of its own autocast ran them (``traced``; a
+        group that trace does not call has no calls), and where some of a group's calls fail there, those calls
+        alone (``failing``)."""
         ran, narrow = self.traced.get(key), self.failing.get(key, {})
         if ran is None and not narrow:
             return self.groups
         out = []
         for i, g in enumerate(self.groups):
-            seen = ran[i] if ran is not None else None
-            out.append(narrow.get(i) or seen or g)
+            if ran is not None and ran[i] is None:  # not called there: no calls, dtypes nor lines of its own
+                out.append(replace(g, calls=0, dtypes=(), modules=(), sources=()))
+            else:
+                out.append(narrow.get(i) or (ran[i] if ran is not None else None) or g)
         return out
 
     def verdict(self, target: str) -> Verdict:
@@ -517,7 +520,8 @@ def _as_run(s: Support, g: OpGroup, ran: OpGroup, label: str) -> Support:
     trace's (``g``)."""
     if ran.dtypes == g.dtypes or g.kind == "api":
         return s
-    dtypes = ", ".join(x or "no dtype" for x in ran.dtypes[:3])
+    dtypes = ", ".join(x or "no dtype" for x in ran.dtypes[:3]) + (
+        f" and {len(ran.dtypes) - 3} more" if len(ran.dtypes) > 3 else "")
     said = f"called in {dtypes} here, where {amp.describe(amp.parse(label))}"
     return replace(s, note=f"{said}; {s.note}" if s.note else said)
 
@@ -682,10 +686,21 @@ def _advise(a: Audit, key: str, db: Database) -> None:
     for rec in a.trace.records:
         if rec.op == amp.OP:
             regions.setdefault(("|".join(rec.dtypes),), []).append(rec.source or "the traced autocast region")
+    outcome = amp.outcome(r.device_type, r.dispatch_key, r.torch, amp.named_regions(a.trace.records))
     for named, sources in regions.items():
         said = amp.caveat(r.device_type, r.dispatch_key, r.torch, named, retraced=v.traced_as is not None)
         if said:
             v.advice.append(f"{said} ({', '.join(sorted(set(sources))[:3])})")
+    if outcome and v.traced_as is None:  # the regions run otherwise there, and no trace of that is judged
+        stopped = a.trace.meta.retrace_errors.get(amp.label(outcome))
+        if stopped:
+            v.advice.append(f"traced again as {r.device_type} runs autocast here ({amp.describe(outcome)}), the code "
+                            f"stopped: {stopped}. The program may stop there on {key}, or running it a second time "
+                            f"did (a file or folder it makes, its input read once): opaudit run --simulate {key} "
+                            "--strict runs it once as the target would")
+        else:
+            v.advice.append(f"trace the code with -t {key} (without --no-retrace) to have it traced again as "
+                            f"{r.device_type} runs autocast ({amp.describe(outcome)}) and judged by that")
     for g, s in skewed:
         if g.op == amp.OP:  # no re-trace changes this: the program's autocast itself
             v.advice.append(f"autocast for {r.device_type} needs PyTorch {s.since} or later: a release of "

@@ -173,6 +173,10 @@ ModelDevice = Annotated[Device, typer.Option("--device", help=DEVICE_HELP + " Me
                                              "own tensors.")]
 ScriptDevice = Annotated[Device, typer.Option("--device", help=DEVICE_HELP)]
 Shapes = Annotated[bool, typer.Option("--shapes", help="Record input shapes too (more, finer records).")]
+NoRetrace = Annotated[bool, typer.Option("--no-retrace", help="Run the code once: a target whose PyTorch runs its "
+                                         "autocast regions otherwise than CUDA (off for the dtype, or in another one) "
+                                         "is judged by the CUDA path's dtypes, with a caveat, instead of by the code "
+                                         "traced again as it runs them.")]
 TraceJsonPath = Annotated[Path | None, typer.Option("--json", help="Write the trace as JSON to this path.")]
 Top = Annotated[int | None, typer.Option("--top", min=1, help="Show at most this many ops per phase.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the op table, nor the progress line.")]

@@ -25,6 +25,7 @@ from opaudit.cli.options import (
     Mode,
     ModelDevice,
     NoAudit,
+    NoRetrace,
     Quiet,
     ScriptDevice,
     ScriptIsModule,
@@ -52,6 +53,7 @@ def scan(
                                             "policy.")] = None,
     device: ModelDevice = Device.cuda,
     shapes: Shapes = False,
+    no_retrace: NoRetrace = False,
     json_path: TraceJsonPath = None,
     top: Top = None,
     quiet: Quiet = False,
@@ -92,7 +94,8 @@ def scan(
                 spec.make_model, spec.make_inputs, train=train, mode=mode.value, steps=steps,
                 loss_fn=spec.loss_fn, optimizer=spec.optimizer, amp=amp.value if amp else None,
                 shapes=shapes, progress=line.ops, on_mode=said, on_stage=line.stage, source=spec.source,
-                device=device.value, targets=opts.audit_targets(),
+                device=device.value, targets=[] if no_retrace else opts.audit_targets(),
+                on_retrace=again(line, quiet),
             )
         finish(trace, json_path, top, quiet, opts)
 
@@ -105,6 +108,7 @@ def trace(
     module: ScriptIsModule = False,
     device: ScriptDevice = Device.cuda,
     shapes: Shapes = False,
+    no_retrace: NoRetrace = False,
     json_path: TraceJsonPath = None,
     top: Top = None,
     quiet: Quiet = False,
@@ -132,10 +136,21 @@ def trace(
         with LiveLine(f"trace {args[0]}", enabled=not quiet) as line:
             result = api.trace_script(args[0], args[1:], module=module, max_ops=max_ops, timeout=timeout,
                                       shapes=shapes, progress=line.ops, device=device.value,
-                                      targets=opts.audit_targets(), on_stage=line.stage)
+                                      targets=[] if no_retrace else opts.audit_targets(),
+                                      on_retrace=again(line, quiet))
         if result.meta.status == "stopped":
             err.print(f"{result.meta.error}; the trace holds what ran until then", style="yellow")
         finish(result, json_path, top, quiet, opts)
+
+
+def again(line: LiveLine, quiet: bool) -> Any:
+    """What a trace says before it runs the code again as a target runs autocast: a line of its own (the code's own
+    output follows it), and the progress line's stage."""
+    def note(text: str) -> None:
+        line.stage(text)
+        if not quiet:
+            err.print(text, style="dim", markup=False, highlight=False)
+    return note
 
 
 def cuda_stand_in(device: str) -> None:

@@ -212,6 +212,7 @@ def trace(
     source: dict | None = None,
     device: str | TraceDevice = "cpu",
     targets: Sequence[Any] | None = None,
+    on_retrace: Callable[[str], None] | None = None,
 ) -> Trace:
     """Run ``model`` on ``inputs`` under the recorder and return what it ran.
 
@@ -236,7 +237,8 @@ def trace(
 
     ``targets``: the targets the trace will be audited against (names or matrices). Where one of them runs an
     autocast region otherwise than CUDA (off for the dtype, or in another one: matrix/amp.py), the model is traced
-    again that way, once per such outcome, and the audit judges those targets by that trace (``Trace.variants``).
+    again that way, once per such outcome, and the audit judges those targets by that trace (``Trace.variants``;
+    ``on_retrace`` hears of each before it runs).
 
     >>> t = opaudit.trace(resnet50(), torch.randn(2, 3, 64, 64), train=True)  # doctest: +SKIP
     >>> t.to_pandas().groupby("phase").calls.sum()                                           # doctest: +SKIP
@@ -262,7 +264,7 @@ def trace(
 
     first = once(mode)
     # again in the mode chosen the first time, saying nothing of it again
-    return follow_autocast(first, targets, lambda o: once(first.meta.mode, o, on_mode=None), on_stage)
+    return follow_autocast(first, targets, lambda o: once(first.meta.mode, o, on_mode=None), on_retrace)
 
 
 def _prepare(model: Any, inputs: Any, mode: str, train: bool) -> Any:

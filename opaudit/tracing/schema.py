@@ -125,6 +125,9 @@ class TraceMeta:
     unattributed_backward_calls: int = 0
     scalar_guesses: dict[str, int] = field(default_factory=dict)  # meta mode: .item() answered by a guess
     warnings: list[str] = field(default_factory=list)
+    # a trace again as a target runs autocast (Trace.variants) that did not complete: its label -> why (the
+    # exception and the program's line); those targets are judged by this trace, with that said
+    retrace_errors: dict[str, str] = field(default_factory=dict)
     # the device was simulated on the CPU (opaudit.rehearsal.simulate): {"target": "cuda@2.13", "name": "cudasim"}
     simulated: dict[str, Any] | None = None
     # the recorder that took it (tracing/native.py): native (C++) or python (a TorchDispatchMode); None: not said

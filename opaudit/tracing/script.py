@@ -104,7 +104,7 @@ def trace_script(
     progress: Callable[[int], None] | None = None,
     device: str | TraceDevice = "cpu",
     targets: Sequence[Any] | None = None,
-    on_stage: Callable[[str], None] | None = None,
+    on_retrace: Callable[[str], None] | None = None,
 ) -> Trace:
     """Run ``target`` (a script path, or a module name with ``module=True``) as ``__main__``, on ``device``:
     ``cpu`` as it is, or a device tracing is given (tracing.device: ``opaudit.standin.cuda()``, simulated on the
@@ -112,7 +112,9 @@ def trace_script(
 
     ``targets``: the targets the trace will be audited against. Where one of them runs an autocast region of the
     script otherwise than CUDA (off for the dtype, or in another one), the script runs again that way, once per such
-    outcome (``Trace.variants``; ``on_stage`` hears of each)."""
+    outcome (``Trace.variants``; ``on_retrace`` hears of each before it runs). The script then runs more than once:
+    what it does once only (reading its standard input, making a folder) may stop the later run, which the trace
+    says (its targets are then judged by the CUDA path's dtypes)."""
     check_device(device)
     argv = list(argv or [])
     path0, shown = locate(target, module)
@@ -148,4 +150,4 @@ def trace_script(
         raise UserCodeError(msg, details=user_frames(failure),
                             partial=rec.trace if rec.recording.total else None) from None
 
-    return follow_autocast(once(), targets, once, on_stage)
+    return follow_autocast(once(), targets, once, on_retrace)

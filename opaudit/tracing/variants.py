@@ -12,6 +12,7 @@ kept as a variant of the trace, and the audit judges those targets by them (audi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -52,23 +53,32 @@ def outcomes(trace: Trace, targets: Sequence[Any]) -> dict[str, tuple[dict[str, 
 def follow_autocast(trace: Trace, targets: Sequence[Any] | None, retrace: Callable[[dict[str, str]], Trace],
                     note: Callable[[str], None] | None = None) -> Trace:
     """``trace`` with a variant for each autocast outcome of ``targets`` that differs from CUDA's, each made by
-    ``retrace(outcome)``. A re-trace that fails is said in the trace's warnings (those targets are then judged by
-    the CUDA path's dtypes, with the caveat the audit gives them)."""
-    if not targets or trace.meta.status != "complete":
+    ``retrace(outcome)`` (``note`` hears of each before it runs). A trace again that fails is kept in the trace's
+    ``meta.retrace_errors`` with the program's line (the audit says it on those targets, judged by the CUDA path's
+    dtypes meanwhile); a trace that did not complete (--max-ops, --timeout) is not taken again, which its warnings
+    say."""
+    if not targets:
         return trace
-    for lab, (o, keys) in outcomes(trace, targets).items():
+    needed = outcomes(trace, targets)
+    if needed and trace.meta.status != "complete":
+        said = "; ".join(f"{amp.describe(o)} ({_names(keys)})" for o, keys in needed.values())
+        trace.meta.warnings.append(f"not traced again as the targets run autocast, the trace being {trace.meta.status}"
+                                   f": {said}; those targets are judged by the CUDA path's dtypes")
+        return trace
+    for lab, (o, keys) in needed.items():
         said = f"{amp.describe(o)}, as {_names(keys)} run{'s' if len(keys) == 1 else ''} it"
         if note is not None:
             note(f"tracing again: {said}")
         try:
             other = retrace(o)
+            failure = None if other.meta.status == "complete" else f"it ended {other.meta.status}: {other.meta.error}"
         except OpauditError as e:
-            trace.meta.warnings.append(f"the trace again with {said} failed ({e.message}): those targets are "
+            line = _last_line(e.details)
+            failure = e.message + (f" (at {line})" if line and line not in e.message else "")
+        if failure is not None:
+            trace.meta.retrace_errors[lab] = failure
+            trace.meta.warnings.append(f"traced again with {said}, the code stopped: {failure}; those targets are "
                                        "judged by the CUDA path's dtypes")
-            continue
-        if other.meta.status != "complete":
-            trace.meta.warnings.append(f"the trace again with {said} ended {other.meta.status} "
-                                       f"({other.meta.error}): those targets are judged by the CUDA path's dtypes")
             continue
         trace.variants[lab] = other.records
         for k, v in other.sources.items():
@@ -76,6 +86,12 @@ def follow_autocast(trace: Trace, targets: Sequence[Any] | None, retrace: Callab
         for k, v in other.modules.items():
             trace.modules.setdefault(k, v)
     return trace
+
+
+def _last_line(details: str | None) -> str | None:
+    """``path:line`` of the last frame of a traceback text (the program's line where it stopped)."""
+    found = re.findall(r'File "([^"]+)", line (\d+)', details or "")
+    return f"{found[-1][0]}:{found[-1][1]}" if found else None
 
 
 def _names(keys: list[str]) -> str:

@@ -53,7 +53,10 @@ def test_each_release_judges_the_regions_as_its_torch_answers_them(trace):
     named = LINES['with torch.autocast("cuda", dtype=torch.bfloat16):']
     assert [x for x in a.verdict("mps@2.5.0").advice if "autocast" in x] == [
         "autocast in bfloat16 is off on mps in PyTorch 2.5.0, which lists float16: torch warns and the region runs in "
-        f"float32 (its ops are judged here as the CUDA path ran them) ({SCRIPT}:{named})"]
+        f"float32 (its ops are judged here as the CUDA path ran them) ({SCRIPT}:{named})",
+        # traced for -t cuda only: no trace of the regions as mps@2.5.0 runs them, which the advice says how to take
+        "trace the code with -t mps@2.5.0 (without --no-retrace) to have it traced again as mps runs autocast "
+        "(autocast off for regions in bfloat16 (float32)) and judged by that"]
     assert "macOS 13" in " ".join(f.loc["mps@2.6.0", "caveats"]) and not f.loc["mps@2.14.1", "caveats"]
     # xla: float16 is off in 2.1 (bfloat16 only), and the region without a dtype runs in xla's default, bfloat16
     assert "autocast in bfloat16 is off" not in " ".join(f.loc["xla@2.1.0", "caveats"])

@@ -4,6 +4,7 @@ judges the target by that trace, which is what a rehearsal of the target runs.""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -43,7 +44,8 @@ def test_the_outcome_of_a_region_is_the_targets_torch_rule():
 def traced(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("variants")
     args = [a for t in TARGETS for a in ("-t", t)]
-    rc, out, err = run_cli("trace", "--json", "t.json", "--audit-json", "a.json", *args, "--", str(SCRIPT), cwd=tmp)
+    rc, out, err = run_cli("trace", "--json", "t.json", "--audit-json", "a.json", "--csv", "a.csv", *args, "--",
+                           str(SCRIPT), cwd=tmp)
     assert rc == 0, err[-2000:]
     return opaudit.Trace.load(tmp / "t.json"), json.loads((tmp / "a.json").read_text()), tmp
 
@@ -68,7 +70,7 @@ def test_one_trace_again_per_outcome_the_targets_need(traced):
 
 
 def test_each_target_is_judged_by_the_trace_of_its_own_autocast(traced):
-    trace, doc, _ = traced
+    trace, doc, tmp = traced
     by = {t["target"]: t for t in doc["targets"]}
     assert by["mps@2.5.0"]["traced_as"] == "autocast:bfloat16=off"
     assert by["xla@2.9.0"]["traced_as"] == "autocast:default=bfloat16"
@@ -86,6 +88,11 @@ def test_each_target_is_judged_by_the_trace_of_its_own_autocast(traced):
         assert sum(by[key]["ops"].values()) == len(called) - sum(
             o["kind"] == "choice" or (o["kind"] == "api" and o["results"][key]["status"] in ("native", "composite"))
             for o, r in zip(doc["ops"], ran, strict=True) if r is not None)
+    # the CSV's rows for mps@2.5.0: a call not made there has no calls, and the calls add up to the verdict's
+    with open(tmp / "a.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["target"] == "mps@2.5.0" and r["kind"] == "op"]
+    assert sum(int(r["calls"]) for r in rows) == sum(by["mps@2.5.0"]["calls"].values())
+    assert all(r["calls"] == "0" and not r["dtypes"] for r in rows if "not called on" in r["note"])
     # the targets that run the regions as CUDA does see CUDA's dtypes, and no per-target calls
     assert any("bfloat16" in d for o in doc["ops"] for d in o["dtypes"])
     assert not any("ran" in o["results"]["cuda@2.14.1"] for o in doc["ops"])
@@ -133,13 +140,40 @@ def test_no_trace_again_where_every_target_runs_autocast_as_cuda(tmp_path):
     assert t.variants == {}
 
 
-def test_a_trace_again_that_fails_leaves_the_cuda_trace_judged_with_its_caveat(tmp_path):
-    t = opaudit.trace_script(str(SCRIPT), ["--strict-dtype"], device="cuda", targets=["mps@2.5.0"])
+def test_a_trace_again_that_fails_is_said_on_its_targets(tmp_path):
+    """The program checks the dtype its bfloat16 region made: traced again as mps@2.5.0 runs autocast it stops, as
+    it would there. The trace keeps why and where; the target is judged by the CUDA path meanwhile, and its advice
+    says the program may stop there, with the rehearsal that runs it once."""
+    said = []
+    t = opaudit.trace_script(str(SCRIPT), ["--strict-dtype"], device="cuda", targets=["mps@2.5.0", "cuda"],
+                             on_retrace=said.append)
+    assert said == ["tracing again: autocast off for regions in bfloat16 (float32), as mps@2.5.0 runs it"]
     assert t.variants == {}
-    assert any("traced again" not in w and "expected bfloat16 logits" in w and "judged by the CUDA path's dtypes" in w
-               for w in t.meta.warnings)
+    stopped = t.meta.retrace_errors["autocast:bfloat16=off"]
+    assert "expected bfloat16 logits, got torch.float32" in stopped
+    assert any("judged by the CUDA path's dtypes" in w for w in t.meta.warnings)
     v = opaudit.audit(t, ["mps@2.5.0"], landscape=False).verdict("mps@2.5.0")
     assert v.traced_as is None and any("as the CUDA path ran them" in x for x in v.advice)
+    assert any("the code stopped: " + stopped in x and "opaudit run --simulate mps@2.5.0 --strict" in x
+               for x in v.advice)
+    # kept in the trace file, and said by a report of it
+    again = opaudit.Trace.load(t.save(tmp_path / "t.json"))
+    assert again.meta.retrace_errors == t.meta.retrace_errors
+
+
+def test_a_stopped_trace_is_not_taken_again_and_says_so(tmp_path):
+    t = opaudit.trace_script(str(SCRIPT), device="cuda", targets=["mps@2.5.0"], max_ops=40)
+    assert t.meta.status == "stopped" and t.variants == {}
+    assert any(w.startswith("not traced again as the targets run autocast, the trace being stopped")
+               for w in t.meta.warnings)
+
+
+def test_no_retrace_runs_the_code_once(tmp_path):
+    rc, out, err = run_cli("trace", "--no-retrace", "-t", "mps@2.5.0", "--json", "t.json", "--", str(SCRIPT),
+                           cwd=tmp_path)
+    assert rc == 0, err[-2000:]
+    assert out.count("torch.bfloat16 torch.float16") == 1 and "tracing again" not in err
+    assert opaudit.Trace.load(tmp_path / "t.json").variants == {}
 
 
 @pytest.mark.parametrize("mode", ["real", "meta"])
