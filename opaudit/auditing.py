@@ -445,6 +445,11 @@ def _status(m: Matrix, g: OpGroup, trace: Trace, *, retraced: bool = False) -> S
         if g.op == typed.OP:
             return _typed_classes(m)
         return m.resolve_api(g.op)
+    instead = branches.kernel_instead(g.op, m.release.dispatch_key) if g.kind == "op" else None
+    if instead is not None:  # aten's C++ takes another op for the target's tensors (device_branches.toml)
+        s = m.resolve_call(f"{instead.instead}.default", g.dtypes)
+        note = instead.describe() + (f" ({s.note})" if s.note else "")
+        return Support(s.status, via=short(instead.instead), note=note)
     return m.resolve_call(g.op, g.dtypes, trace.registrations.get(g.op) if g.kind == "custom" else None)
 
 

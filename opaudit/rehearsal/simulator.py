@@ -58,6 +58,7 @@ from opaudit.rehearsal.tensor import (
     state,
 )
 from opaudit.tracing.branches import installed as installed_branches
+from opaudit.tracing.branches import kernel_instead
 from opaudit.tracing.compiled import EagerCompile
 from opaudit.tracing.device import use_wrapper
 
@@ -104,9 +105,6 @@ CROSS_DEVICE = frozenset({
     "_index_put_impl_", "set_.source_Tensor", "lift_fresh", "lift_fresh_copy", "_has_compatible_shallow_copy_type",
     "equal", "_pack_padded_sequence", "copy_sparse_to_sparse_",
 })
-# device kinds whose tensors torch reshapes with view, never _reshape_alias (aten/src/ATen/native/TensorShape.cpp
-# reshape_symint: is_xla, is_lazy, is_ipu; and tensor subclasses, as the wrapper engine's)
-VIEW_RESHAPE = frozenset({"XLA", "Lazy", "IPU"})
 # results a device's kernel makes on the host (index in the op's results): a packed sequence's batch sizes
 HOST_RESULTS = {"_pack_padded_sequence": frozenset({1})}
 
@@ -175,8 +173,9 @@ class Simulator:
         name = op_name(func)
         if func.namespace != "aten":
             name = f"{func.namespace}::{name.split('::')[-1]}"
-        if name == "_reshape_alias" and self.release.dispatch_key in VIEW_RESHAPE:
-            name = "view"  # (the C++ device's tensors reach _reshape_alias where the target's take view)
+        instead = kernel_instead(name, self.release.dispatch_key)
+        if instead is not None:  # (the C++ device's tensors reach _reshape_alias where the target's take view)
+            name = instead.instead.removeprefix("aten::")
         detour = self._detours.get(name)
         if detour is not None:  # the target takes another device-selected path here (paths.py)
             stat = self.stats.op(name, "decomposition", detour.why, "composite") if detour.runs else None

@@ -84,6 +84,37 @@ def branches() -> dict[str, Branch]:
     return out
 
 
+@dataclass(frozen=True)
+class KernelBranch:
+    """An op the CUDA path reaches that aten's C++ replaces by ``instead`` for the tensors of some dispatch keys."""
+
+    op: str  # "aten::_reshape_alias"
+    dispatch_keys: tuple[str, ...]
+    instead: str  # "aten::view"
+    why: str
+    source: str
+
+    def describe(self) -> str:
+        return f"{self.why} ({self.source}): the target runs {self.instead.removeprefix('aten::')}"
+
+
+@functools.cache
+def kernel_branches() -> dict[str, KernelBranch]:
+    """The C++ device branches of the data file, by the recorded op's base name (``_reshape_alias``)."""
+    out = {}
+    for e in load_toml("coverage_db", "curated/device_branches.toml").get("kernel_branch", []):
+        k = KernelBranch(e["op"], tuple(e["dispatch_keys"]), e["instead"], e["why"], e["source"])
+        out[k.op.removeprefix("aten::")] = k
+    return out
+
+
+def kernel_instead(op: str, dispatch_key: str) -> KernelBranch | None:
+    """The C++ branch by which a target of ``dispatch_key`` runs another op than ``op``
+    (``aten::_reshape_alias.default`` or ``_reshape_alias``), if one does."""
+    k = kernel_branches().get(op.removeprefix("aten::").split(".")[0])
+    return k if k is not None and dispatch_key in k.dispatch_keys else None
+
+
 def of(within: str | None) -> Branch | None:
     """The branch a trace row's ``within`` names, if it names one."""
     return branches().get(within) if within and within.startswith(PREFIX) else None

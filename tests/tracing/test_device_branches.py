@@ -5,6 +5,7 @@ arm's ops, and not held against that target's rehearsal."""
 from __future__ import annotations
 
 import inspect
+import json
 
 import pytest
 import torch
@@ -274,3 +275,19 @@ def test_the_strict_rehearsal_of_mps_runs_attention_s_fast_paths_as_its_general_
     assert "runs on the device" in out + err
     rc, out, err = run_cli("run", "--simulate", "ascend", "--strict", "--", str(script), cwd=tmp_path)
     assert rc == 0 and "_transformer_encoder_layer_fwd" in out + err and "vendor_cpu" in out + err, err[-2000:]
+
+
+def test_an_op_aten_replaces_for_a_targets_tensors_is_judged_as_that_op(tmp_path):
+    """A C++ device branch (device_branches.toml kernel_branch): reshape reaches _reshape_alias on CUDA, view on XLA.
+    xla lacks _reshape_alias (its CPU fallback would run it), yet never receives it: judged as view there, and as
+    recorded on a PrivateUse1 plugin's device, which receives it."""
+    script = FIXTURES / "scripts" / "reshape_views.py"
+    code, _, err = run_cli("trace", "-q", "-t", "xla@2.9.0", "-t", "ascend", "--audit-json", "a.json", "--",
+                           str(script), cwd=tmp_path)
+    assert code == 0, err[-2000:]
+    doc = json.loads((tmp_path / "a.json").read_text())
+    row = next(o for o in doc["ops"] if o["op"] == "aten::_reshape_alias.default")
+    xla, ascend = row["results"]["xla@2.9.0"], next(v for k, v in row["results"].items() if k.startswith("ascend"))
+    assert xla["status"] == "native" and xla["via"] == "view" and "TensorShape.cpp" in xla["note"]
+    assert ascend["via"] is None and "TensorShape.cpp" not in ascend["note"]
+    assert "_reshape_alias" not in " ".join(doc["targets"][0]["cpu_fallback"] + doc["targets"][0]["missing"])
