@@ -31,7 +31,18 @@ import math
 import re
 from typing import Any, TypeGuard
 
-from opaudit.zoo.specs import FIXES_FILE, SUB_CONFIGS, _hf_config, _picks_layers, _shrunk, load_spec, split_overrides
+from opaudit.zoo.specs import (
+    EXPERT_FIELDS,
+    FIXES_FILE,
+    GROUP_FIELDS,
+    PER_TOKEN_FIELDS,
+    SUB_CONFIGS,
+    _hf_config,
+    _picks_layers,
+    _shrunk,
+    load_spec,
+    split_overrides,
+)
 
 LEVELS = ("small", "narrow", "layers", "full")
 WIDTH = 128  # about the hidden size a cut model keeps
@@ -70,10 +81,7 @@ _GROUPED = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "linear_num_key
 _PER_HEAD = ("head_dim", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "qk_head_dim", "index_head_dim",
              "linear_key_head_dim", "linear_value_head_dim", "swa_head_dim", "d_kv", "mamba_d_head", "dim_head",
              "rotary_dim", "linear_head_dim", "attention_head_dim", "kv_channels")
-_EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts")
-_PER_TOKEN = ("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "top_k_experts",
-              "num_selected_experts", "moe_k")
-_GROUPS = ("n_group", "num_expert_group", "moe_n_group")
+_EXPERTS, _PER_TOKEN, _GROUPS = EXPERT_FIELDS, PER_TOKEN_FIELDS, GROUP_FIELDS
 
 
 def _int(v: Any) -> TypeGuard[int]:

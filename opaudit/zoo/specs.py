@@ -595,20 +595,64 @@ def _build_config(spec: str, make: Callable[[dict[str, Any]], Any], overrides: d
     except Exception as e:
         raise InputError(f"{spec}: the configuration cannot be built: {describe_exception(e)}") from None
     if overrides:
-        _check_experts(spec, config)
+        _check_experts(spec, config, overrides)
     return config
 
 
-def _check_experts(spec: str, config: Any) -> None:
-    """A Mixture-of-Experts configuration whose router picks more experts per token than it has (experts cut
-    below the default ``num_experts_per_tok``) fails in the model's own ``torch.topk``: said before, with the fix."""
-    for experts_field in ("num_local_experts", "num_experts", "n_routed_experts"):
-        experts = _get(config, experts_field)
-        per_token = _get(config, "num_experts_per_tok")
-        if isinstance(experts, int) and isinstance(per_token, int) and 1 <= experts < per_token:
-            raise InputError(f"{spec}: num_experts_per_tok={per_token} is more than the {experts} experts "
-                             f"({experts_field}): the router picks the top {per_token} experts of each token",
-                             hint=f"set num_experts_per_tok={experts} or fewer too")
+# Mixture-of-Experts fields, as transformers' configurations name them (zoo/shrink.py cuts by the same lists)
+EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts")
+PER_TOKEN_FIELDS = ("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "top_k_experts",
+                    "num_selected_experts", "moe_k")
+GROUP_FIELDS = ("n_group", "num_expert_group", "moe_n_group")
+
+
+def _check_experts(spec: str, config: Any, overrides: dict[str, Any]) -> None:
+    """A Mixture-of-Experts configuration whose router cannot pick (experts cut below the default experts per
+    token, or not divisible into the default expert groups, or fewer groups than the router keeps) fails in the
+    model's own ``torch.topk`` or ``view``: said before, naming the fields the configuration has, with the fix."""
+    fields = set(_fields(config))
+    named = [k for k in overrides if k in fields]  # the user's own spelling first
+
+    def first(candidates: tuple[str, ...]) -> tuple[str, int] | None:
+        for k in [*(k for k in named if k in candidates), *candidates]:
+            v = _get(config, k)
+            if k in fields and isinstance(v, int) and not isinstance(v, bool):
+                return k, v
+        return None
+
+    experts, per_token = first(EXPERT_FIELDS), first(PER_TOKEN_FIELDS)
+    if experts is None or per_token is None or experts[1] < 1:
+        return
+    (ek, e), (pk, p) = experts, per_token
+    if e < p:
+        raise InputError(f"{spec}: {pk}={p} is more than the {e} experts ({ek}): the router picks the top {p} "
+                         "experts of each token", hint=f"set {pk}={e} or fewer too")
+    groups = first(GROUP_FIELDS)
+    if groups is not None and groups[1] > 1:
+        gk, g = groups
+        kept = _get(config, "topk_group")
+        if e % g:
+            raise InputError(f"{spec}: the {e} experts ({ek}) do not divide into {g} expert groups ({gk})",
+                             hint=f"set {gk} to a divisor of {e} too (1 for none)")
+        if e // g < 2:  # (DeepSeek-V3's router scores a group by the sum of its best two experts)
+            raise InputError(f"{spec}: {g} expert groups ({gk}) of the {e} experts ({ek}) leave {e // g} expert in "
+                             "each: the router scores a group by its top 2 experts",
+                             hint=f"set {gk}={max(1, e // 2)} or fewer too")
+        if isinstance(kept, int) and kept > g:
+            raise InputError(f"{spec}: topk_group={kept} is more than the {g} expert groups ({gk})",
+                             hint=f"set topk_group={g} or fewer too")
+        if isinstance(kept, int) and p > kept * (e // g):
+            raise InputError(f"{spec}: {pk}={p} is more than the {kept * (e // g)} experts of the {kept} groups the "
+                             f"router keeps ({e // g} experts in each of {g} groups, topk_group={kept})",
+                             hint=f"set {pk}, {gk} or topk_group so that {pk} <= topk_group * {ek} / {gk}")
+
+
+def _fields(config: Any) -> list[str]:
+    """The fields a configuration has as itself (``to_dict``'s keys): names a spec can set (aliases are not)."""
+    try:
+        return list(config.to_dict())
+    except Exception:  # noqa: BLE001 - a configuration that cannot be written out: none known
+        return []
 
 
 def _first(config: Any, *names: str, default: Any = None, depth: int = 0) -> Any:

@@ -113,6 +113,11 @@ def test_the_local_hugging_face_cache_and_offline_message(tmp_path, monkeypatch)
     ("diffusers:UNet9000", "has no model class 'UNet9000'"),
     # experts cut below the router's default top-k: said, where the model's own torch.topk failed in the forward
     ("hf:qwen3_moe?num_local_experts=4", r"num_experts_per_tok=8 is more than the 4 experts \(num_local_experts\)"),
+    # the fields the configuration has, as the user spelt them: ERNIE's moe_k, OLMoE's num_experts
+    ("hf:ernie4_5_moe?moe_num_experts=2", r"moe_k=6 is more than the 2 experts \(moe_num_experts\)"),
+    ("hf:olmoe?num_experts=4", r"num_experts_per_tok=8 is more than the 4 experts \(num_experts\)"),
+    # DeepSeek-V3's groups: 8 groups of 8 experts leave one each, where the router sums a group's best two
+    ("hf:deepseek_v3?n_routed_experts=8&num_experts_per_tok=2", r"leave 1 expert in each"),
 ])
 def test_bad_specs_are_input_errors(spec, message):
     with pytest.raises(InputError, match=message):
