@@ -669,14 +669,16 @@ def _advise(a: Audit, key: str, db: Database) -> None:
     v = a.verdicts[key]
     m = a.matrices[key]
     r = m.release
-    bad = [(g, s) for g, s in zip(a.groups, a.results[key], strict=True)
+    bad = [(g, s) for g, s in zip(a.rows(key), a.results[key], strict=True)
            if s.status in ("missing", "cpu_fallback") and g.kind != "choice"]
     if bad and r.vendor in db.by_vendor and any(e.key == key for e in db.by_vendor[r.vendor]):
         later = [e for e in db.by_vendor[r.vendor] if e.order > r.order and not e.prerelease]
         remaining = {g.op for g, _ in bad}
         for e in later:
             other = a.matrices.get(e.key) or load_matrix(e.key, db=db)
-            fixed = sorted(op for op in remaining if other.resolve(op).status in RUNS)
+            # judged there as here: in the dtypes of the calls that fail (float64 stays missing on every MPS)
+            fixed = sorted(op for op in remaining
+                           if all(_status(other, g, a.trace).status in RUNS for g, _ in bad if g.op == op))
             if fixed:
                 shown = ", ".join(o.removeprefix("aten::").removesuffix(".default") for o in fixed[:6])
                 more = f" and {len(fixed) - 6} more" if len(fixed) > 6 else ""

@@ -107,3 +107,11 @@ def test_an_op_failing_for_one_dtype_names_only_the_lines_of_that_dtype(program_
     # the verdict counts those calls only
     i = next(i for i, g in enumerate(a.groups) if g.op == "aten::_to_copy.default" and g.phase == "forward")
     assert a.failing[a.verdict("mps").target][i].calls == mps["calls"]
+
+
+def test_no_later_release_is_said_to_run_what_fails_for_its_dtype(program_traces):
+    """A later MPS release has _to_copy and abs, but no float64 either: the advice judges the failing calls there
+    in their dtypes, as the verdict does, and names no release that would not run them."""
+    a = opaudit.audit(program_traces["float64-stats"], ["mps@2.5.0"], landscape=False)
+    v = a.verdict("mps@2.5.0")
+    assert v.verdict == "fails" and not any(" runs " in x and "on the device" in x for x in v.advice), v.advice
