@@ -149,12 +149,21 @@ class Stats:
             out.append(f"  ... and {len(fallen) - 20} more")
         out += [f"warning: {w}" for w in self.warnings]
         newer = self.newer()
-        if newer:
-            shown = ", ".join(f"{s.op} ({s.calls:,})" for s in newer[:8]) + (
-                f" and {len(newer) - 8} more" if len(newer) > 8 else "")
-            n = f"{len(newer)} op" + ("s" if len(newer) > 1 else "")
-            out.append(f"not in the target's PyTorch, run as this torch runs them ({n}; the audit: version_skew; an "
-                       f"API the program calls stops --strict): {shown}")
+        apis = [s for s in newer if s.reason.startswith(API_REASON)]
+        others = [s for s in newer if not s.reason.startswith(API_REASON)]
+        if apis:
+            shown = ", ".join(f"{s.reason.removeprefix(API_REASON).split(',')[0]} ({_n(s.calls, 'call')}"
+                              + (f", first at {s.source}" if s.source else "") + ")" for s in apis[:6])
+            more = f" and {len(apis) - 6} more" if len(apis) > 6 else ""
+            out.append(f"needs a newer PyTorch than the target's (the audit: version_skew): it calls {shown}{more}, "
+                       "which the target's PyTorch lacks; run there, the program stops at such a call, or takes "
+                       "another path where it checks torch first (here it saw this torch): a rehearsal under the "
+                       "target's PyTorch shows which")
+        if others:
+            shown = ", ".join(f"{s.op} ({s.calls:,})" for s in others[:8]) + (
+                f" and {len(others) - 8} more" if len(others) > 8 else "")
+            out.append(f"ops the target's PyTorch lacks, run on this torch's path ({_n(len(others), 'op')}; mostly "
+                       f"torch's own, which that PyTorch does otherwise): {shown}")
         unknown = self.unknown()
         if unknown:
             shown = ", ".join(s.op for s in unknown[:8]) + (f" and {len(unknown) - 8} more" if len(unknown) > 8 else "")
@@ -197,6 +206,9 @@ class Stats:
     @classmethod
     def load(cls, path: str | Path) -> Stats:
         return cls.from_json(json.loads(Path(path).read_text()))
+
+
+API_REASON = "API "  # how the statistics of an API (rehearsal/skew.py) start their reason, unlike an aten op's
 
 
 def _n(count: int, what: str) -> str:

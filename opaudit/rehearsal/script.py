@@ -67,7 +67,6 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     from opaudit.fallback.live import FallbackFailed, install
     from opaudit.fallback.references import RehearsalLimit
     from opaudit.rehearsal.simulator import SimulatedMissing, Simulator
-    from opaudit.rehearsal.skew import VersionSkew
     from opaudit.tracing.script import argv_and_path, locate, run_main
 
     if (simulate is None) == (fallback is None):
@@ -117,11 +116,7 @@ def run_script(path: str, argv: list[str] | None = None, *, simulate: str | None
     if failure is None:
         return RunResult(stats, rec.trace if rec is not None else None)
     target = stats.target
-    if isinstance(failure, VersionSkew):
-        msg = f"{shown} stopped on {target} (--strict): {failure}"
-        hint = ("the target's plugin runs on that PyTorch: a release built on a newer one has the API, or the program "
-                "does without it there; without --strict the rehearsal runs it on this torch (and counts it)")
-    elif isinstance(failure, SimulatedMissing):
+    if isinstance(failure, SimulatedMissing):
         msg = f"{shown} stopped on {target} (--strict): {str(failure).split(' This could be')[0]}"
         hint = _hint(failure)
     elif isinstance(failure, RehearsalLimit) or isinstance(failure.__cause__, RehearsalLimit):
