@@ -37,7 +37,7 @@ def test_each_example_report_says_what_the_audit_of_its_trace_says(name: str) ->
             assert f"`{op}`" in md and op in page, (key, op)
             named += 1
     if name == "demo-train":  # the demo's targets differ: one fails, three fall back, two run natively
-        assert named >= 9
+        assert named >= 8  # (xla's _reshape_alias is no finding since aten takes view for its tensors)
         assert {result.verdicts[k].verdict for k in result.selected} == {"fails", "cpu_fallback", "runs"}
 
 
