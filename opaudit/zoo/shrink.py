@@ -214,7 +214,7 @@ def _cut_dict(c: dict[str, Any], s: int, prefix: str, level: str, root: dict[str
 _DIFFUSERS_LAYERS = ("num_layers", "layers_per_block", "num_single_layers", "num_refiner_layers", "num_encoder_layers",
                      "num_decoder_layers", "num_mid_layers", "num_context_refiner_layers", "num_noise_refiner_layers",
                      "num_res_blocks", "depth", "n_layers", "n_refiner_layers", "dit_depth", "enc_num_layers")
-_DIFFUSERS_HEADS = ("num_attention_heads", "n_heads", "dit_heads")
+_DIFFUSERS_HEADS = ("num_attention_heads", "n_heads", "dit_heads", "num_heads")
 # the model width a head count divides, where the class names no head size (Z-Image's dim, LongCat's dit_dim)
 _DIFFUSERS_WIDTHS = ("dim", "hidden_size", "inner_dim")
 # any other layer or block count by its name (AceStep's num_hidden_layers, HunyuanDiT's transformer_num_layers,
@@ -262,7 +262,7 @@ def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
             # the widths that are the attention's (heads x head size: a caption projection, a cross-attention
             # width) follow it, so the sizes the class's parts name of each other stay equal
             head = params.get("attention_head_dim")
-            prefix = k[: -len("heads")].removeprefix("n_").removeprefix("num_attention_")
+            prefix = k[: -len("heads")].removeprefix("num_attention_").removeprefix("num_").removeprefix("n_")
             width = next((w for w in (f"{prefix}{x}" for x in _DIFFUSERS_WIDTHS) if _int(params.get(w))), None)
             if k != "num_attention_heads" and width and params[width] % params[k] == 0:
                 head = params[width] // params[k]  # the width is the heads' (no head size named)
