@@ -164,7 +164,8 @@ def main() -> None:
                     "coverage_db or opaudit during the first changes every cache key: the rerun is a cold run again)")
     ap.add_argument("--conditions", default=None, help="what the machine shared with the run, recorded as said")
     ap.add_argument("--cache", type=Path, default=None, help="a cache folder to keep (default: a fresh one, removed)")
-    ap.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
+    ap.add_argument("--results", type=Path, default=ROOT / "bench" / "results",
+                    help="the folder zoo_<library>.json is written to (made where missing)")
     args = ap.parse_args()
     from zoo_hf import measured_commit  # (bench/, the script's own folder, is first on sys.path)
 
@@ -175,6 +176,7 @@ def main() -> None:
         if args.conditions:
             result["conditions"] = args.conditions
         path = args.results / f"zoo_{library}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         print(json.dumps({k: v for k, v in result.items() if k not in ("failures", "on_meta")}, indent=1))
 

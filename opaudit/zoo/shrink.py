@@ -261,10 +261,10 @@ def _diffusers_cut(spec: str, level: str) -> dict[str, Any]:
             out[k] = 2
             # the widths that are the attention's (heads x head size: a caption projection, a cross-attention
             # width) follow it, so the sizes the class's parts name of each other stay equal
-            head = params.get("attention_head_dim")
+            head = params.get("attention_head_dim") or params.get("head_dim")
             prefix = k[: -len("heads")].removeprefix("num_attention_").removeprefix("num_").removeprefix("n_")
             width = next((w for w in (f"{prefix}{x}" for x in _DIFFUSERS_WIDTHS) if _int(params.get(w))), None)
-            if k != "num_attention_heads" and width and params[width] % params[k] == 0:
+            if (k != "num_attention_heads" or not _int(head)) and width and params[width] % params[k] == 0:
                 head = params[width] // params[k]  # the width is the heads' (no head size named)
             if _int(head) and head > 0:
                 inner, smaller = params[k] * head, 2 * head
