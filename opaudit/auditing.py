@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opaudit.errors import InputError
-from opaudit.matrix import Database, Matrix, Support, amp, load_database, load_matrix
+from opaudit.matrix import Database, Matrix, Support, amp, load_database, load_matrix, load_targets
 from opaudit.matrix.matrix import STATUSES, dtype_names
 from opaudit.matrix.torchops import version_key
 from opaudit.tracing import branches, typed
@@ -322,16 +322,10 @@ def audit(trace: Trace, targets: Sequence[str | Matrix] | None = None, *, landsc
     db = db or load_database()
     matrices: dict[str, Matrix] = {}
     selected: list[str] = []
-    names = list(targets) if targets else default_targets(db)
-    for t in names:
-        if isinstance(t, str) and t.strip().lower() == "all":
-            ms = [load_matrix(e.key, db=db) for e in db.entries]
-        else:
-            ms = [t if isinstance(t, Matrix) else load_matrix(t, db=db)]
-        for m in ms:
-            if m.key not in matrices:
-                matrices[m.key] = m
-                selected.append(m.key)
+    for m in load_targets(list(targets) if targets else default_targets(db), db=db):
+        if m.key not in matrices:
+            matrices[m.key] = m
+            selected.append(m.key)
     if landscape:
         for e in db.entries:
             if e.key not in matrices:

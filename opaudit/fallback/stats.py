@@ -51,6 +51,9 @@ class OpStat:
     checked: int = 0  # calls compared with the CPU reference (check_numerics)
     max_rel_error: float | None = None
     source: str | None = None  # the first user line that reached it ("train.py:42")
+    # an API the target's PyTorch lacks, called from Python (rehearsal/skew.py; ``reason`` starts with its name):
+    # counted and said, never a device op of the summary
+    api: bool = False
 
     @property
     def bytes(self) -> int:
@@ -123,6 +126,8 @@ class Stats:
         """Per path: distinct ops, calls, bytes moved, seconds."""
         out: dict[str, dict[str, float]] = {}
         for s in self.ops.values():
+            if s.api:
+                continue
             row = out.setdefault(s.path, {"ops": 0, "calls": 0, "bytes": 0, "seconds": 0.0})
             row["ops"] += 1
             row["calls"] += s.calls
@@ -149,10 +154,10 @@ class Stats:
             out.append(f"  ... and {len(fallen) - 20} more")
         out += [f"warning: {w}" for w in self.warnings]
         newer = self.newer()
-        apis = [s for s in newer if s.reason.startswith(API_REASON)]
-        others = [s for s in newer if not s.reason.startswith(API_REASON)]
+        apis = [s for s in newer if s.api]
+        others = [s for s in newer if not s.api]
         if apis:
-            shown = ", ".join(f"{s.reason.removeprefix(API_REASON).split(',')[0]} ({_n(s.calls, 'call')}"
+            shown = ", ".join(f"{s.reason.split(',')[0]} ({_n(s.calls, 'call')}"
                               + (f", first at {s.source}" if s.source else "") + ")" for s in apis[:6])
             more = f" and {len(apis) - 6} more" if len(apis) > 6 else ""
             out.append(f"needs a newer PyTorch than the target's (the audit: version_skew): it calls {shown}{more}, "
@@ -206,9 +211,6 @@ class Stats:
     @classmethod
     def load(cls, path: str | Path) -> Stats:
         return cls.from_json(json.loads(Path(path).read_text()))
-
-
-API_REASON = "API "  # how the statistics of an API (rehearsal/skew.py) start their reason, unlike an aten op's
 
 
 def _n(count: int, what: str) -> str:

@@ -8,6 +8,7 @@ Support(status='native', ...)
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from opaudit.errors import InputError
 from opaudit.matrix.database import Database, Entry, load_database
@@ -28,10 +29,23 @@ def load_matrix(target: str, *, db: Database | None = None) -> Matrix:
     return Matrix(release, db.torch_ops(release.torch), op_history(db.root))
 
 
+def load_targets(targets: Any, *, db: Database | None = None) -> list[Matrix]:
+    """The Matrix of each of ``targets``: names (:func:`load_matrix`; ``"all"``: every release of every vendor),
+    matrix files or Matrix objects, in order."""
+    db = db or load_database()
+    out: list[Matrix] = []
+    for t in targets:
+        if isinstance(t, str) and t.strip().lower() == "all":
+            out += [load_matrix(e.key, db=db) for e in db.entries]
+        else:
+            out.append(t if isinstance(t, Matrix) else load_matrix(str(t), db=db))
+    return out
+
+
 def list_targets(db: Database | None = None) -> list[Entry]:
     db = db or load_database()
     return list(db.entries)
 
 
 __all__ = ["CATEGORIES", "STATUSES", "Caveat", "CpuFallback", "Database", "Entry", "InputError", "Matrix",
-           "Release", "Support", "load_database", "list_targets", "load_matrix", "normalize"]
+           "Release", "Support", "load_database", "list_targets", "load_matrix", "load_targets", "normalize"]

@@ -101,13 +101,11 @@ def caveat(device_type: str, dispatch_key: str, torch_version: str | None, dtype
 def disabled(device_type: str, dispatch_key: str, torch_version: str | None, dtype: Any) -> str | None:
     """Why torch of the release turns autocast off for a region in ``dtype`` (a torch dtype, or None: the device's
     default) on ``device_type``, where it has autocast; None where it stays on (or the data does not know)."""
-    rule = _on_release(device_type, dispatch_key, torch_version)
-    if rule is None:
+    named = str(dtype).removeprefix("torch.") if dtype is not None else None
+    if runs_in(device_type, dispatch_key, torch_version, named) != "off":
         return None
-    want = str(dtype).removeprefix("torch.") if dtype is not None else rule["default"]
-    listed = _dtypes(rule, torch_version)
-    return None if want in listed else (f"PyTorch {torch_version} runs autocast on {device_type} in "
-                                        f"{' and '.join(listed)} only")
+    listed = _dtypes(rules()[device_type], torch_version)
+    return f"PyTorch {torch_version} runs autocast on {device_type} in {' and '.join(listed)} only"
 
 
 # -- where a region runs otherwise than on CUDA: the outcomes a re-trace follows ----------------------------------

@@ -96,7 +96,7 @@ def compare_device_ops(trace: Trace, stats: Stats, matrix: Matrix | None = None)
     from opaudit.matrix.matrix import normalize
 
     m = matrix if matrix is not None else load_matrix(stats.target)
-    rehearsed = {normalize(o.op) for o in stats.ops.values()}
+    rehearsed = {normalize(o.op) for o in stats.ops.values() if not o.api}
     device = {normalize(o) for o in trace.ops(kinds=("op",))}
     host_only = {normalize(o) for o in trace.host_ops()} - device
     missing = device - rehearsed

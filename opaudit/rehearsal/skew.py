@@ -23,7 +23,6 @@ from typing import Any
 
 import torch
 
-from opaudit.fallback.stats import API_REASON
 from opaudit.tracing import patching
 from opaudit.tracing.apis import api_entries
 
@@ -65,10 +64,12 @@ def watch(sim: Any) -> Callable[[], None]:
 def _wrapper(sim: Any, original: Callable[..., Any], key: str, name: str, support: Any) -> Callable[..., Any]:
     op = key.removeprefix("aten::").removesuffix(".default")
     since = f"; PyTorch {support.since} added it" if support.since else ""
-    reason = f"{API_REASON}{name}, not in {sim.target}'s PyTorch {sim.release.torch}{since}"
+    reason = f"{name}, not in {sim.target}'s PyTorch {sim.release.torch}{since}"
 
     def api(*args: Any, **kwargs: Any) -> Any:
-        sim.stats.op(op, "native", reason, "version_skew").calls += 1
+        stat = sim.stats.op(op, "native", reason, "version_skew")
+        stat.api = True
+        stat.calls += 1
         return original(*args, **kwargs)
 
     api.__name__ = getattr(original, "__name__", op)

@@ -17,23 +17,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from opaudit.errors import OpauditError
-from opaudit.matrix import amp
+from opaudit.matrix import amp, load_targets
 from opaudit.tracing.schema import Trace
-
-
-def _releases(targets: Sequence[Any]) -> list[tuple[str, Any]]:
-    """(key, release) of each target: a name (``mps@2.5.0``, ``all``), a matrix file or a Matrix."""
-    from opaudit.matrix import Matrix, load_database, load_matrix
-
-    out = []
-    for t in targets:
-        if isinstance(t, str) and t.strip().lower() == "all":
-            db = load_database()
-            out += [(e.key, load_matrix(e.key, db=db).release) for e in db.entries]
-        else:
-            m = t if isinstance(t, Matrix) else load_matrix(str(t))
-            out.append((m.key, m.release))
-    return out
 
 
 def outcomes(trace: Trace, targets: Sequence[Any]) -> dict[str, tuple[dict[str, str], list[str]]]:
@@ -43,10 +28,11 @@ def outcomes(trace: Trace, targets: Sequence[Any]) -> dict[str, tuple[dict[str, 
     if not named:
         return {}
     out: dict[str, tuple[dict[str, str], list[str]]] = {}
-    for key, r in _releases(targets):
+    for m in load_targets(targets):
+        r = m.release
         o = amp.outcome(r.device_type, r.dispatch_key, r.torch, named)
         if o:
-            out.setdefault(amp.label(o), (o, []))[1].append(key)
+            out.setdefault(amp.label(o), (o, []))[1].append(m.key)
     return out
 
 
