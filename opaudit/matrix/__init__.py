@@ -32,6 +32,9 @@ def load_matrix(target: str, *, db: Database | None = None) -> Matrix:
 def load_targets(targets: Any, *, db: Database | None = None) -> list[Matrix]:
     """The Matrix of each of ``targets``: names (:func:`load_matrix`; ``"all"``: every release of every vendor),
     matrix files or Matrix objects, in order."""
+    targets = list(targets)
+    if not targets:
+        return []
     db = db or load_database()
     out: list[Matrix] = []
     for t in targets:

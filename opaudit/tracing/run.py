@@ -16,6 +16,7 @@ from torch.utils import _pytree as pytree
 
 import opaudit
 from opaudit.errors import OpauditError, UserCodeError, describe_exception, user_frames
+from opaudit.matrix import load_targets
 from opaudit.torchcompat import tree_leaves
 from opaudit.tracing.attribution import source_locator
 from opaudit.tracing.autocast import AMP_DTYPES, CudaAutocast
@@ -250,6 +251,7 @@ def trace(
     if mode not in MODES:
         raise OpauditError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     check_device(device)
+    matrices = load_targets(targets or [])  # (a target that does not exist is said before the model runs)
     kw: dict[str, Any] = dict(train=train, steps=steps, loss_fn=loss_fn, optimizer=optimizer, amp=amp, shapes=shapes,
                               scalar_oracle=scalar_oracle, progress=progress, on_mode=on_mode, on_stage=on_stage,
                               source=source, device=device_name(device), given=isinstance(model, nn.Module))
@@ -264,7 +266,7 @@ def trace(
 
     first = once(mode)
     # again in the mode chosen the first time, saying nothing of it again
-    return follow_autocast(first, targets, lambda o: once(first.meta.mode, o, on_mode=None), on_retrace)
+    return follow_autocast(first, matrices, lambda o: once(first.meta.mode, o, on_mode=None), on_retrace)
 
 
 def _prepare(model: Any, inputs: Any, mode: str, train: bool) -> Any:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from opaudit.errors import InputError, UserCodeError, describe_exception, user_frames
+from opaudit.matrix import load_targets
 from opaudit.tracing.device import TraceDevice, check_device, device_name, simulated_meta
 from opaudit.tracing.recorder import TraceStopped
 from opaudit.tracing.run import Recorder
@@ -116,6 +117,7 @@ def trace_script(
     what it does once only (reading its standard input, making a folder) may stop the later run, which the trace
     says (its targets are then judged by the CUDA path's dtypes)."""
     check_device(device)
+    matrices = load_targets(targets or [])  # (a target that does not exist is said before the script runs)
     argv = list(argv or [])
     path0, shown = locate(target, module)
     source = {"kind": "script", "path": shown, "argv": argv, "module": module}
@@ -150,4 +152,4 @@ def trace_script(
         raise UserCodeError(msg, details=user_frames(failure),
                             partial=rec.trace if rec.recording.total else None) from None
 
-    return follow_autocast(once(), targets, once, on_retrace)
+    return follow_autocast(once(), matrices, once, on_retrace)

@@ -192,3 +192,9 @@ def test_scan_amp_follows_the_target_autocast(mode, tmp_path):
     assert addmm(t.variants["autocast:bfloat16=off"]) == {("float32",) * 3}
     doc = json.loads((tmp_path / "a.json").read_text())
     assert [x["traced_as"] for x in doc["targets"]] == ["autocast:bfloat16=off", None]
+
+
+def test_a_target_that_does_not_exist_is_said_before_the_code_runs(capfd):
+    with pytest.raises(opaudit.OpauditError, match="unknown target vendor 'bogus'"):
+        opaudit.trace_script(str(SCRIPT), device="cuda", targets=["bogus"])
+    assert "torch.bfloat16" not in capfd.readouterr().out  # the script never ran
